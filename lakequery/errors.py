@@ -126,6 +126,13 @@ class StorageError(LakeQueryError, OSError):
         super().__init__(f"{operation} {uri}: {reason}")
 
 
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object or file does not exist in storage."""
+
+    def __init__(self, uri: str, operation: str = "read") -> None:
+        super().__init__(uri, operation, "no such object")
+
+
 class InvalidPathError(LakeQueryError, ValueError):
     """A path in the log escapes the table root or is otherwise unusable."""
 
@@ -140,6 +147,7 @@ __all__ = [
     "DeletionVectorError",
     "InvalidPathError",
     "LakeQueryError",
+    "ObjectNotFoundError",
     "PredicateError",
     "ProtocolError",
     "SchemaError",

@@ -1,0 +1,74 @@
+"""The RoaringBitmapArray payload of a deletion vector (digest §11.6, §11.7).
+
+The portable 64-bit layout is ``magic (u32 LE 1681511377)`` followed by what
+``pyroaring.BitMap64.serialize()`` produces. The legacy "native" layout (magic
+1681511376) found in the protocol's own inline example is read leniently.
+
+Example:
+    >>> data = serialize([3, 4, 7, 11, 18, 29])
+    >>> list(deserialize(data))
+    [3, 4, 7, 11, 18, 29]
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+import numpy as np
+from pyroaring import BitMap, BitMap64
+
+MAGIC_PORTABLE = 1681511377
+MAGIC_NATIVE = 1681511376
+
+
+def serialize(rows: Iterable[int] | BitMap64) -> bytes:
+    """Serializes row indexes in the portable layout (magic included)."""
+    bm = rows if isinstance(rows, BitMap64) else BitMap64(rows)
+    return struct.pack("<I", MAGIC_PORTABLE) + bm.serialize()
+
+
+def deserialize(data: bytes) -> BitMap64:
+    """Parses a serialized DV bitmap (portable, or the legacy native layout).
+
+    Raises:
+        ValueError: unknown magic or malformed content.
+    """
+    if len(data) < 4:
+        raise ValueError("deletion vector payload is shorter than its magic")
+    (magic_le,) = struct.unpack_from("<I", data, 0)
+    if magic_le == MAGIC_PORTABLE:
+        try:
+            return BitMap64.deserialize(data[4:])
+        except Exception as exc:  # pyroaring raises ValueError / generic errors
+            raise ValueError(f"malformed RoaringBitmapArray: {exc}") from exc
+    (magic_be,) = struct.unpack_from(">I", data, 0)
+    if magic_be == MAGIC_NATIVE or magic_le == MAGIC_NATIVE:
+        return _deserialize_native(data, big_endian=magic_be == MAGIC_NATIVE)
+    raise ValueError(f"unknown deletion vector magic {magic_le}")
+
+
+def _deserialize_native(data: bytes, *, big_endian: bool) -> BitMap64:
+    """The reference impl.'s native layout: count, then (length, 32-bit bitmap) per key."""
+    fmt = ">I" if big_endian else "<I"
+    (count,) = struct.unpack_from(fmt, data, 4)
+    pos = 8
+    out = BitMap64()
+    for key in range(count):
+        (length,) = struct.unpack_from(fmt, data, pos)
+        pos += 4
+        low = BitMap.deserialize(data[pos : pos + length])
+        pos += length
+        if len(low):
+            values = np.asarray(low.to_array(), dtype=np.uint64) + np.uint64(key << 32)
+            out.update(values.tolist())
+    if pos != len(data):
+        raise ValueError("trailing bytes after native deletion vector")
+    return out
+
+
+def to_numpy(bm: BitMap64) -> np.ndarray:
+    """Sorted row indexes as an int64 array."""
+    if not len(bm):
+        return np.empty(0, dtype=np.int64)
+    return np.asarray(bm.to_array(), dtype=np.int64) if hasattr(bm, "to_array") else np.fromiter(bm, dtype=np.int64, count=len(bm))

@@ -1,0 +1,139 @@
+"""Reading deletion vectors from their storage (digest §11.5).
+
+One ranged read per on-disk DV (never the whole DV file), the DVs of one scan fetched
+concurrently, and parsed bitmaps cached by unique id (DV files are immutable).
+
+Example:
+    >>> from lakequery.dv.descriptor import Descriptor
+    >>> inline = Descriptor(
+    ...     "i", "^Bg9^0rr910000000000iXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", None, 44, 6
+    ... )
+    >>> list(load_deletion_vectors(None, "/t", [("f.parquet", inline)])[0])
+    [3, 4, 7, 11, 18, 29]
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from pyroaring import BitMap64
+
+from lakequery.dv.bitmap import deserialize
+from lakequery.dv.descriptor import Descriptor
+from lakequery.errors import DeletionVectorError, LakeQueryError, ObjectNotFoundError
+
+if TYPE_CHECKING:
+    from lakequery.storage import Storage
+
+_CACHE_ENTRIES = 4096
+_cache: OrderedDict[tuple[str, str], BitMap64] = OrderedDict()
+_lock = threading.Lock()
+
+
+def parse_dv_record(record: bytes, descriptor: Descriptor, *, data_file: str) -> BitMap64:
+    """Validates and parses ``sizeInBytes + 8`` bytes read at the descriptor's offset."""
+    size = descriptor.size_in_bytes
+    where = descriptor.unique_id
+    if len(record) != size + 8:
+        raise DeletionVectorError(
+            data_file, where, f"expected {size + 8} bytes at offset, found {len(record)}"
+        )
+    (stored_size,) = struct.unpack_from(">I", record, 0)
+    if stored_size != size:
+        raise DeletionVectorError(
+            data_file, where, f"size field says {stored_size}, descriptor says {size}"
+        )
+    payload = record[4 : 4 + size]
+    (crc,) = struct.unpack_from(">I", record, 4 + size)
+    if zlib.crc32(payload) != crc:
+        raise DeletionVectorError(data_file, where, "CRC-32 mismatch")
+    return _parse_payload(payload, descriptor, data_file)
+
+
+def _parse_payload(payload: bytes, descriptor: Descriptor, data_file: str) -> BitMap64:
+    try:
+        bm = deserialize(payload)
+    except ValueError as exc:
+        raise DeletionVectorError(data_file, descriptor.unique_id, str(exc)) from exc
+    if len(bm) != descriptor.cardinality:
+        raise DeletionVectorError(
+            data_file,
+            descriptor.unique_id,
+            f"bitmap holds {len(bm)} rows, descriptor cardinality is {descriptor.cardinality}",
+        )
+    return bm
+
+
+def _offset(descriptor: Descriptor, head: bytes | None) -> int:
+    """The record offset; an absent offset is 1 when the file starts with a version byte
+    and a matching size field, else 0 (digest §19 item 2)."""
+    if descriptor.offset is not None:
+        return descriptor.offset
+    if head is not None and len(head) >= 5 and head[0] == 1:
+        if struct.unpack_from(">I", head, 1)[0] == descriptor.size_in_bytes:
+            return 1
+    return 0
+
+
+def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor) -> BitMap64:
+    if d.cardinality == 0:
+        return BitMap64()
+    if d.is_inline:
+        try:
+            raw = d.inline_bytes()
+        except ValueError as exc:
+            raise DeletionVectorError(data_file, d.unique_id, f"bad inline DV: {exc}") from exc
+        return _parse_payload(raw, d, data_file)
+    if storage is None:
+        raise DeletionVectorError(data_file, d.unique_id, "no storage to read the DV file from")
+    try:
+        path = d.absolute_path(root)
+    except ValueError as exc:
+        raise DeletionVectorError(data_file, d.unique_id, str(exc)) from exc
+    try:
+        head = storage.read_range(path, 0, 5) if d.offset is None else None
+        record = storage.read_range(path, _offset(d, head), d.size_in_bytes + 8)
+    except ObjectNotFoundError as exc:
+        raise DeletionVectorError(data_file, d.unique_id, f"DV file {path} is missing") from exc
+    except LakeQueryError as exc:
+        raise DeletionVectorError(data_file, d.unique_id, f"cannot read {path}: {exc}") from exc
+    return parse_dv_record(record, d, data_file=data_file)
+
+
+def load_deletion_vectors(
+    storage: Storage | None, root: str, items: Sequence[tuple[str, Descriptor]]
+) -> list[BitMap64]:
+    """Loads the DVs of ``(data file, descriptor)`` pairs, concurrently, with caching.
+
+    Raises:
+        DeletionVectorError: naming the data file and DV at fault.
+    """
+    results: list[BitMap64 | None] = [None] * len(items)
+    todo: list[int] = []
+    with _lock:
+        for i, (_, d) in enumerate(items):
+            hit = _cache.get((root, d.unique_id))
+            if hit is not None:
+                _cache.move_to_end((root, d.unique_id))
+                results[i] = hit
+            else:
+                todo.append(i)
+    if todo:
+        workers = min(16, len(todo))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            loaded = list(
+                pool.map(lambda i: _load_one(storage, root, items[i][0], items[i][1]), todo)
+            )
+        with _lock:
+            for i, bm in zip(todo, loaded, strict=True):
+                results[i] = bm
+                _cache[(root, items[i][1].unique_id)] = bm
+                while len(_cache) > _CACHE_ENTRIES:
+                    _cache.popitem(last=False)
+    return [r if r is not None else BitMap64() for r in results]

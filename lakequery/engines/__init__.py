@@ -1,0 +1,1 @@
+"""Thin engine adapters over one :class:`lakequery.scan.ScanPlan`."""

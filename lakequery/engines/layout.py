@@ -1,0 +1,106 @@
+"""What every engine needs to know about the columns and files of a scan.
+
+The engines differ only in how they read Parquet; which physical column feeds which
+logical column, which columns are per-file constants (partition values) and which files
+share them is decided here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
+from lakequery.protocol.column_mapping import physical_name_map
+from lakequery.protocol.schema import DeltaType
+
+if TYPE_CHECKING:
+    from lakequery.scan import Scan, ScanPlan
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One logical top-level column of a scan."""
+
+    name: str  # logical name
+    type: pa.DataType  # logical Arrow type
+    partition: bool  # value comes from the file's partition values
+    physical: str  # top-level name in the Parquet files
+    delta_type: DeltaType  # the Delta type (for nested relabelling)
+
+
+def column_specs(scan: Scan, names: Sequence[str] | None = None) -> list[ColumnSpec]:
+    """Specs for ``names`` (default: the columns the scan must read)."""
+    snap = scan.snapshot
+    schema = snap.schema
+    parts = set(snap.partition_columns)
+    mapping = physical_name_map(snap.metadata.schema, snap.column_mapping_mode)
+    out = []
+    for name in names if names is not None else scan.read_columns:
+        field = schema.field(name)
+        physical = mapping.get((name,), (name,))[0]
+        delta = snap.metadata.schema[name].type
+        out.append(ColumnSpec(name, field.type, name in parts, physical, delta))
+    return out
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """Files that share one tuple of partition values."""
+
+    values: dict[str, Any]  # logical partition column -> Python value
+    locations: list[str]
+
+
+def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGroup]:
+    """Groups the plan's files by the partition values of ``partition_names``."""
+    locations = plan.locations
+    if not partition_names or plan.num_files == 0:
+        return [FileGroup({}, locations.to_pylist())] if plan.num_files else []
+    parts = plan.files.column("partition_values").combine_chunks()
+    cols = {f"p{i}": pc.struct_field(parts, n) for i, n in enumerate(partition_names)}
+    table = pa.table({**cols, "loc": locations})
+    keys = list(cols)
+    # group_by cannot key on every type (e.g. binary is fine, decimals fine); nulls are a group
+    grouped = table.group_by(keys, use_threads=False).aggregate([("loc", "list")])
+    out = []
+    for row in grouped.to_pylist():
+        values = {n: row[f"p{i}"] for i, n in enumerate(partition_names)}
+        out.append(FileGroup(values, list(row["loc_list"])))
+    return out
+
+
+def require_no_deletion_vectors(plan: ScanPlan) -> None:
+    """Refuses files whose deletion vector deletes rows (until DV decoding exists)."""
+    if plan.num_files == 0:
+        return
+    dv = plan.files.column("deletion_vector")
+    card = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
+    if pc.any(pc.greater(card, 0)).as_py():
+        raise UnsupportedFeatureError(
+            "deletionVectors",
+            operation="read",
+            detail="this scan touches files with deletion vectors; decoding them is not "
+            "implemented yet",
+        )
+
+
+def require_local_files(scan: Scan) -> None:
+    """Raises ObjectNotFoundError for the first planned file missing on a local disk.
+
+    Engines that open files only when the user collects (Polars) call this so that a
+    vacuumed version fails with lakequery's error; on object stores the check would cost a
+    request per file and is left to the engine's own error.
+    """
+    storage = scan.snapshot.storage
+    if storage.protocol != "file":
+        return
+    for loc in scan.plan().locations.to_pylist():
+        if not os.path.exists(loc):
+            raise ObjectNotFoundError(loc, "read data file")

@@ -1,0 +1,77 @@
+"""Physical -> logical relabelling of nested columns, rendered for DuckDB and Polars.
+
+Under column mapping, struct fields at every depth carry physical names in the files.
+The walk over the Delta type is shared; each engine supplies how to address a field,
+an element and a map entry.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from lakequery.engines.sql_types import duckdb_type, quote_ident
+from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
+from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType, to_arrow_type
+
+
+def has_struct(t: DeltaType) -> bool:
+    """True when relabelling can matter: the type holds a struct somewhere."""
+    if isinstance(t, StructType):
+        return True
+    if isinstance(t, ArrayType):
+        return has_struct(t.element)
+    if isinstance(t, MapType):
+        return has_struct(t.key) or has_struct(t.value)
+    return False
+
+
+def duckdb_relabel(ref: str, t: DeltaType, mode: ColumnMappingMode, depth: int = 0) -> str:
+    """SQL rebuilding ``ref`` (physical layout) with logical names and the table's types."""
+    if isinstance(t, StructType):
+        members = ", ".join(
+            f"{quote_ident(f.name)} := "
+            f"{duckdb_relabel(f'{ref}.{quote_ident(physical_name(f, mode))}', f.type, mode, depth)}"
+            for f in t.fields
+        )
+        return f"CASE WHEN {ref} IS NULL THEN NULL ELSE struct_pack({members}) END"
+    if isinstance(t, ArrayType) and has_struct(t.element):
+        var = f"_e{depth}"
+        inner = duckdb_relabel(var, t.element, mode, depth + 1)
+        return f"list_transform({ref}, lambda {var}: {inner})"
+    if isinstance(t, MapType) and has_struct(t):
+        var = f"_m{depth}"
+        key = duckdb_relabel(f"{var}.key", t.key, mode, depth + 1)
+        value = duckdb_relabel(f"{var}.value", t.value, mode, depth + 1)
+        return (
+            f"map_from_entries(list_transform(map_entries({ref}), "
+            f"lambda {var}: {{'key': {key}, 'value': {value}}}))"
+        )
+    return f"CAST({ref} AS {duckdb_type(to_arrow_type(t))})"
+
+
+def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
+    """Renames struct fields by position to logical names (the scan schema fixes order)."""
+    if isinstance(t, StructType):
+        out = expr.struct.rename_fields([f.name for f in t.fields])
+        inner = [polars_relabel(pl.field(f.name), f.type).alias(f.name) for f in t.fields if has_struct(f.type)]
+        return out.struct.with_fields(inner) if inner else out
+    if isinstance(t, ArrayType) and has_struct(t.element):
+        return expr.list.eval(polars_relabel(pl.element(), t.element))
+    if isinstance(t, MapType) and has_struct(t):
+        raise PolarsRelabelError("a map holding structs under column mapping")
+    return expr
+
+
+class PolarsRelabelError(NotImplementedError):
+    """A nested layout Polars expressions cannot relabel lazily."""
+
+
+def polars_can_relabel(t: DeltaType) -> bool:
+    """False for maps that hold structs (Polars has no lazy per-entry rewrite for maps)."""
+    if isinstance(t, StructType):
+        return all(polars_can_relabel(f.type) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return polars_can_relabel(t.element)
+    if isinstance(t, MapType):
+        return not has_struct(t)
+    return True

@@ -1,0 +1,117 @@
+"""Polars adapter: a LazyFrame over ``pl.scan_parquet`` of the pruned files.
+
+Projection and predicate pushdown stay with Polars: the filter is a Polars expression
+on logical names applied to lazily renamed scans, and Polars pushes both into its
+Parquet reader. Partition columns are literals per partition-value group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pyarrow as pa
+
+from lakequery.engines.layout import (
+    ColumnSpec,
+    FileGroup,
+    column_specs,
+    file_groups,
+    require_local_files,
+    require_no_deletion_vectors,
+)
+from lakequery.engines.nested import has_struct, polars_can_relabel, polars_relabel
+from lakequery.protocol.predicates import to_polars
+from lakequery.protocol.schema import DeltaType, PrimitiveType, TypeChange, type_changes
+from lakequery.protocol.column_mapping import physical_schema
+
+if TYPE_CHECKING:
+    from lakequery.scan import Scan
+
+_CAST = pl.ScanCastOptions(
+    integer_cast=["upcast", "allow-float"],
+    float_cast="upcast",
+    datetime_cast=["nanosecond-downcast", "convert-timezone"],
+    missing_struct_fields="insert",
+    extra_struct_fields="ignore",
+)
+
+
+def _dtype(t: pa.DataType) -> pl.DataType:
+    return pl.DataFrame(pa.schema([pa.field("x", t)]).empty_table()).schema["x"]
+
+
+def _group_frame(
+    scan: Scan, group: FileGroup, specs: list[ColumnSpec], phys: pa.Schema
+) -> pl.LazyFrame:
+    data_specs = [s for s in specs if not s.partition and not pa.types.is_null(s.type)]
+    present = [s for s in data_specs if phys.get_field_index(s.physical) >= 0]
+    schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
+    paths, options = scan.snapshot.storage.polars_source(group.locations)
+    lf = pl.scan_parquet(
+        paths,
+        schema=schema,
+        missing_columns="insert",
+        extra_columns="ignore",
+        cast_options=_CAST,
+        storage_options=options,
+    )
+    exprs: list[pl.Expr] = []
+    for s in specs:
+        if s.partition:
+            exprs.append(pl.lit(group.values.get(s.name), dtype=_dtype(s.type)).alias(s.name))
+        elif any(p is s for p in present):
+            col = pl.col(s.physical)
+            if has_struct(s.delta_type):
+                col = polars_relabel(col, s.delta_type)
+            exprs.append(col.cast(_dtype(s.type)).alias(s.name))
+        else:
+            exprs.append(pl.lit(None, dtype=_dtype(s.type)).alias(s.name))
+    return lf.select(exprs)
+
+
+def _native(spec: ColumnSpec, mode: str, changes: list[TypeChange]) -> bool:
+    """Whether Polars' scan can produce this column lazily (else the scan goes via Arrow)."""
+    if mode != "none" and not polars_can_relabel(spec.delta_type):
+        return False
+    for change in (c for c in changes if c.path[0] == spec.name):
+        if not (_is_number(change.from_type) and _is_number(change.to_type)):
+            return False  # decimal scale / date -> timestamp widening: not a scan cast
+    return True
+
+
+def _is_number(t: DeltaType) -> bool:
+    return isinstance(t, PrimitiveType) and t.name in _NUMBERS
+
+
+_NUMBERS = frozenset({"byte", "short", "integer", "long", "float", "double"})
+
+
+def polars_frame(scan: Scan) -> pl.LazyFrame:
+    """Builds the scan's LazyFrame.
+
+    Lazy over ``pl.scan_parquet`` except for the rare columns Polars cannot cast or
+    relabel while scanning (type-widened decimals or dates, maps of structs under column
+    mapping): those scans are read through the Arrow engine and wrapped.
+    """
+    plan = scan.plan()
+    require_no_deletion_vectors(plan)
+    require_local_files(scan)
+    snap = scan.snapshot
+    specs = column_specs(scan)
+    changes = type_changes(snap.metadata.schema)
+    if not all(_native(s, snap.column_mapping_mode, changes) for s in specs):
+        return pl.LazyFrame(scan.to_arrow())
+    groups = file_groups(plan, [s.name for s in specs if s.partition])
+    if not groups:
+        return pl.LazyFrame(scan.output_schema.empty_table())
+    try:
+        phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
+        frames = [_group_frame(scan, g, specs, phys) for g in groups]
+    except NotImplementedError:
+        # a store Polars cannot read natively (memory://): stream through Arrow instead
+        return pl.LazyFrame(scan.to_arrow())
+    lf = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+    if scan.filter is not None:
+        lf = lf.filter(to_polars(scan.filter))
+    return lf.select(scan.columns)

@@ -1,0 +1,188 @@
+"""Reads the files of a log segment into one DuckDB table of actions.
+
+This is the I/O edge of replay: JSON commits are parsed by DuckDB's ``read_json`` straight
+into the canonical action shape; checkpoint Parquet files (classic, multi-part, V2 with
+sidecars, JSON V2) are projected onto the same shape. Failures name the file at fault.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakequery.errors import CorruptLogError, ObjectNotFoundError
+from lakequery.protocol import actions as act
+from lakequery.protocol.log_files import Checkpoint, LogFile
+from lakequery.storage import Storage
+
+ACTIONS_TABLE = "_lq_actions"
+_COLUMNS = ("version", *act.ACTIONS)
+_VERSION_FROM_NAME = r"regexp_extract(filename, '(\d{20})[^/]*$', 1)"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class LogReader:
+    """Loads commits and checkpoints of one table into ``_lq_actions`` on a connection."""
+
+    def __init__(self, storage: Storage, con: duckdb.DuckDBPyConnection) -> None:
+        self.storage = storage
+        self.con = con
+        storage.register_duckdb(con)
+
+    # -- commits -------------------------------------------------------------------------------
+    def json_actions_sql(self, files: Sequence[str], *, version: int | None = None) -> str:
+        """SQL selecting canonical action columns from NDJSON files (commits or JSON checkpoints).
+
+        ``version`` overrides the version otherwise read from each file name.
+        """
+        paths = "[" + ", ".join(_lit(self.storage.duckdb_path(f)) for f in files) + "]"
+        cols = "{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in act.json_columns().items()) + "}"
+        ver = str(int(version)) if version is not None else f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
+        names = ", ".join(_q(a) for a in act.ACTIONS)
+        return (
+            f"SELECT {ver} AS version, {names} FROM read_json({paths}, "
+            f"format='newline_delimited', columns={cols}, filename=true)"
+        )
+
+    def load(self, checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> None:
+        """(Re)creates ``_lq_actions`` from a checkpoint and the commits after it."""
+        parts: list[str] = []
+        if checkpoint is not None:
+            parts.extend(self._checkpoint_sql(checkpoint))
+        if commits:
+            parts.append(self.json_actions_sql([c.path for c in commits]))
+        if not parts:
+            raise CorruptLogError(self.storage.join("_delta_log"), "no log files to read")
+        sql = f"CREATE OR REPLACE TEMP TABLE {ACTIONS_TABLE} AS " + " UNION ALL ".join(parts)
+        try:
+            self.con.execute(sql)
+        except duckdb.Error as exc:
+            raise self._diagnose(exc, checkpoint, commits) from exc
+
+    def drop(self) -> None:
+        self.con.execute(f"DROP TABLE IF EXISTS {ACTIONS_TABLE}")
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _checkpoint_sql(self, checkpoint: Checkpoint) -> list[str]:
+        """SQL parts reading a checkpoint, following V2 sidecars when present."""
+        version = checkpoint.version
+        if checkpoint.format == "uuid" and checkpoint.files[0].name.extension == "json":
+            top = self.json_actions_sql([checkpoint.files[0].path], version=version)
+            sidecars = self._sidecars_from_sql(top)
+        else:
+            paths = [f.path for f in checkpoint.files]
+            top = self._parquet_actions_sql(paths, version)
+            sidecars = self._sidecars_from_sql(top) if checkpoint.format != "multi" else []
+        if not sidecars:
+            return [top]
+        # V2: file actions live in the sidecars; the top file keeps the non-file actions.
+        for path in sidecars:
+            if not self.storage.exists(path):
+                raise CorruptLogError(path, "sidecar referenced by the checkpoint is missing")
+        return [top, self._parquet_actions_sql(sidecars, version)]
+
+    def _sidecars_from_sql(self, top_sql: str) -> list[str]:
+        try:
+            rows = self.con.sql(
+                f"SELECT sidecar.path FROM ({top_sql}) WHERE sidecar IS NOT NULL"
+            ).fetchall()
+        except duckdb.Error:
+            return []  # the caller's full read reports the corrupt file
+        base = self.storage.join("_delta_log", "_sidecars")
+        out = []
+        for (p,) in rows:
+            decoded = str(p)
+            if "/" in decoded or ":" in decoded:
+                raise CorruptLogError(base, f"sidecar path {decoded!r} is not a plain file name")
+            out.append(f"{base}/{decoded}")
+        return out
+
+    def _parquet_actions_sql(self, paths: Sequence[str], version: int) -> str:
+        schema = self._parquet_schema(paths[0])
+        exprs = []
+        for name in act.ACTIONS:
+            field = schema.field(name) if schema.get_field_index(name) >= 0 else None
+            exprs.append(f"{_project(_q(name), field, act.ACTIONS[name], name)} AS {_q(name)}")
+        files = "[" + ", ".join(_lit(self.storage.duckdb_path(p)) for p in paths) + "]"
+        return (
+            f"SELECT CAST({int(version)} AS BIGINT) AS version, {', '.join(exprs)} "
+            f"FROM read_parquet({files}, union_by_name=true)"
+        )
+
+    def _parquet_schema(self, path: str) -> pa.Schema:
+        fs, to_fs = self.storage.arrow_filesystem()
+        try:
+            with fs.open_input_file(to_fs(path)) as f:
+                return pq.ParquetFile(f).schema_arrow
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(path) from exc
+        except (OSError, pa.ArrowException) as exc:
+            raise CorruptLogError(path, f"unreadable checkpoint: {exc}") from exc
+
+    # -- errors --------------------------------------------------------------------------------
+    def _diagnose(
+        self, exc: duckdb.Error, checkpoint: Checkpoint | None, commits: Sequence[LogFile]
+    ) -> Exception:
+        msg = str(exc)
+        candidates = [f.path for f in commits] + (
+            [f.path for f in checkpoint.files] if checkpoint else []
+        )
+        for path in candidates:
+            base = path.rsplit("/", 1)[-1]
+            if base in msg:
+                return CorruptLogError(path, _first_line(msg))
+        # DuckDB did not name it: try the files one by one (error path only).
+        for f in commits:
+            try:
+                self.con.sql(f"SELECT count(*) FROM ({self.json_actions_sql([f.path])})").fetchall()
+            except duckdb.Error as one:
+                return CorruptLogError(f.path, _first_line(str(one)))
+        where = checkpoint.files[0].path if checkpoint else self.storage.join("_delta_log")
+        return CorruptLogError(where, _first_line(msg))
+
+
+def _first_line(msg: str) -> str:
+    return re.sub(r"\s+", " ", msg.strip().splitlines()[0] if msg.strip() else msg)[:400]
+
+
+def _project(
+    expr: str, field: pa.Field | None, fields: tuple[tuple[str, str], ...], action: str
+) -> str:
+    """Projects a checkpoint struct column onto the canonical struct type."""
+    target = "STRUCT(" + ", ".join(f"{_q(n)} {t}" for n, t in fields) + ")"
+    if field is None or not pa.types.is_struct(field.type):
+        return f"CAST(NULL AS {target})"
+    present = {field.type.field(i).name: field.type.field(i) for i in range(field.type.num_fields)}
+    members = []
+    for name, typ in fields:
+        sub = present.get(name)
+        ref = f"{expr}.{_q(name)}"
+        if name == "stats" and action == "add":
+            parsed = "stats_parsed" in present
+            if sub is not None and parsed:
+                value = f"coalesce(CAST({ref} AS VARCHAR), CAST(to_json({expr}.stats_parsed) AS VARCHAR))"
+            elif parsed:
+                value = f"CAST(to_json({expr}.stats_parsed) AS VARCHAR)"
+            elif sub is not None:
+                value = f"CAST({ref} AS VARCHAR)"
+            else:
+                value = "CAST(NULL AS VARCHAR)"
+        elif sub is None:
+            value = f"CAST(NULL AS {typ})"
+        elif name == "deletionVector":
+            value = _project(ref, sub, act.DV_FIELDS, "deletionVector")
+        else:
+            value = f"CAST({ref} AS {typ})"
+        members.append(f"{_q(name)} := {value}")
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({', '.join(members)}) END"

@@ -1,0 +1,178 @@
+"""Finding and loading the log files of one version (digest §3, §7.5).
+
+``load_state`` is the I/O shell around the pure pieces: it reads the ``_last_checkpoint``
+hint, lists ``_delta_log`` from it, picks a segment, loads it into DuckDB and replays it.
+A checkpoint that turns out unreadable is dropped and an older one (or the commits from
+version 0) is used instead.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from lakequery.errors import (
+    CorruptLogError,
+    ObjectNotFoundError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from lakequery.log_reader import ACTIONS_TABLE, LogReader
+from lakequery.metadata import Metadata
+from lakequery.protocol.features import Protocol, check_readable
+from lakequery.protocol.last_checkpoint import parse_last_checkpoint
+from lakequery.protocol.log_files import Listing, LogSegment, build_listing, select_segment
+from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.replay import check_paths, latest_non_file_actions, replay_files
+from lakequery.storage import Storage
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Everything replay produced for one version."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    adds: pa.Table  # key, version, add
+    tombstones: pa.Table  # key, version, remove
+    txns: Mapping[str, Mapping[str, Any]]
+    domains: Mapping[str, str]
+    segment: LogSegment
+
+
+def log_dir(storage: Storage) -> str:
+    return storage.join("_delta_log")
+
+
+def list_log(storage: Storage, start_version: int = 0) -> Listing:
+    """Lists ``_delta_log`` from a version on (lexicographic = version order)."""
+    infos = storage.list_from(log_dir(storage), f"{start_version:020d}")
+    return build_listing((i.path, i.name, i.size, i.modified_ms) for i in infos)
+
+
+def _hint_version(storage: Storage) -> int | None:
+    try:
+        data = storage.read(storage.join("_delta_log", "_last_checkpoint"))
+    except ObjectNotFoundError:
+        return None
+    hint = parse_last_checkpoint(data)
+    return hint.version if hint else None
+
+
+def find_listing(storage: Storage, version: int | None) -> Listing:
+    """Lists the log from the checkpoint hint when it is usable, else from the start."""
+    hint = _hint_version(storage)
+    if hint is not None and (version is None or hint <= version):
+        listing = list_log(storage, hint)
+        if any(c.version == hint for c in listing.checkpoints):
+            return listing
+    listing = list_log(storage, 0)
+    if listing.latest_version is None:
+        raise TableNotFoundError(storage.root, "no commit files in _delta_log")
+    return listing
+
+
+def _drop_checkpoint(listing: Listing, segment: LogSegment) -> Listing:
+    return replace(
+        listing, checkpoints=tuple(c for c in listing.checkpoints if c != segment.checkpoint)
+    )
+
+
+def load_state(
+    storage: Storage, version: int | None, con: duckdb.DuckDBPyConnection | None = None
+) -> TableState:
+    """Reconstructs the table state at ``version`` (latest when None)."""
+    con = con or duckdb.connect()
+    listing = find_listing(storage, version)
+    reader = LogReader(storage, con)
+    listed_from_start = False
+    while True:
+        segment = select_segment(listing, version, uri=storage.root)
+        try:
+            reader.load(segment.checkpoint, segment.commits)
+            break
+        except (CorruptLogError, ObjectNotFoundError) as exc:
+            if not _is_checkpoint_error(exc, segment):
+                raise
+            # An unusable checkpoint: forget it and reconstruct from an older one.
+            if not listed_from_start:
+                listing, listed_from_start = list_log(storage, 0), True
+            listing = _drop_checkpoint(listing, segment)
+            try:
+                select_segment(listing, version, uri=storage.root)
+            except (VersionNotFoundError, CorruptLogError):
+                raise exc from None
+    try:
+        return _replay(storage, con, segment)
+    finally:
+        reader.drop()
+
+
+def _is_checkpoint_error(exc: Exception, segment: LogSegment) -> bool:
+    cp = segment.checkpoint
+    if cp is None:
+        return False
+    where = getattr(exc, "path", None) or getattr(exc, "uri", "")
+    sidecars = "/_sidecars/" in str(where)
+    return sidecars or any(str(where) == f.path for f in cp.files)
+
+
+def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment) -> TableState:
+    found = latest_non_file_actions(con, ACTIONS_TABLE)
+    where = segment.commits[-1].path if segment.commits else log_dir(storage)
+    if not found["protocol"]:
+        raise CorruptLogError(where, f"no protocol action in the log up to version {segment.version}")
+    if not found["metaData"]:
+        raise CorruptLogError(where, f"no metaData action in the log up to version {segment.version}")
+    protocol = Protocol.from_action(found["protocol"][0][1])
+    check_readable(protocol)
+    metadata = Metadata.from_action(found["metaData"][0][1])
+    props = TableProperties(metadata.configuration)
+    now_ms = int(time.time() * 1000)
+    result = replay_files(
+        con,
+        ACTIONS_TABLE,
+        root=storage.root,
+        tombstone_cutoff_ms=now_ms - props.deleted_file_retention_ms,
+    )
+    check_paths(con, result.adds, root=storage.root)
+    txn_retention = props.set_transaction_retention_ms
+    txns: dict[str, Mapping[str, Any]] = {}
+    for _, txn in found["txn"]:
+        last = txn.get("lastUpdated")
+        if txn_retention is not None and (last is None or int(last) <= now_ms - txn_retention):
+            continue
+        txns[str(txn["appId"])] = txn
+    domains = {
+        str(d["domain"]): str(d.get("configuration") or "")
+        for _, d in found["domainMetadata"]
+        if not d.get("removed")
+    }
+    return TableState(
+        segment.version, protocol, metadata, result.adds, result.tombstones, txns, domains, segment
+    )
+
+
+def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
+    """The ``commitInfo`` of one commit (None when the commit file is gone or has none)."""
+    try:
+        data = storage.read(storage.join("_delta_log", f"{version:020d}.json"))
+    except ObjectNotFoundError:
+        return None
+    for line in data.splitlines():
+        line = line.strip()
+        if line.startswith(b'{"commitInfo"') or b'"commitInfo"' in line[:32]:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                return None
+            info = doc.get("commitInfo")
+            return info if isinstance(info, dict) else None
+    return None

@@ -1,0 +1,119 @@
+"""Column types of the log actions as lakequery reads them (digest §4, §7.3).
+
+One canonical shape per action, written as DuckDB type strings: JSON commits are parsed
+straight into it, and checkpoint Parquet columns are projected onto it (fields a
+checkpoint lacks become NULL). Everything downstream sees only this shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DV_FIELDS: tuple[tuple[str, str], ...] = (
+    ("storageType", "VARCHAR"),
+    ("pathOrInlineDv", "VARCHAR"),
+    ("offset", "INTEGER"),
+    ("sizeInBytes", "INTEGER"),
+    ("cardinality", "BIGINT"),
+)
+
+_MAP = "MAP(VARCHAR, VARCHAR)"
+
+
+def _struct(fields: tuple[tuple[str, str], ...]) -> str:
+    return "STRUCT(" + ", ".join(f'"{n}" {t}' for n, t in fields) + ")"
+
+
+DV_TYPE = _struct(DV_FIELDS)
+
+ADD_FIELDS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"),
+    ("partitionValues", _MAP),
+    ("size", "BIGINT"),
+    ("modificationTime", "BIGINT"),
+    ("dataChange", "BOOLEAN"),
+    ("stats", "VARCHAR"),
+    ("tags", _MAP),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", "BIGINT"),
+    ("defaultRowCommitVersion", "BIGINT"),
+    ("clusteringProvider", "VARCHAR"),
+)
+
+REMOVE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"),
+    ("deletionTimestamp", "BIGINT"),
+    ("dataChange", "BOOLEAN"),
+    ("extendedFileMetadata", "BOOLEAN"),
+    ("partitionValues", _MAP),
+    ("size", "BIGINT"),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", "BIGINT"),
+    ("defaultRowCommitVersion", "BIGINT"),
+)
+
+METADATA_FIELDS: tuple[tuple[str, str], ...] = (
+    ("id", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("description", "VARCHAR"),
+    ("format", f"STRUCT(provider VARCHAR, options {_MAP})"),
+    ("schemaString", "VARCHAR"),
+    ("partitionColumns", "VARCHAR[]"),
+    ("configuration", _MAP),
+    ("createdTime", "BIGINT"),
+)
+
+PROTOCOL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("minReaderVersion", "INTEGER"),
+    ("minWriterVersion", "INTEGER"),
+    ("readerFeatures", "VARCHAR[]"),
+    ("writerFeatures", "VARCHAR[]"),
+)
+
+TXN_FIELDS: tuple[tuple[str, str], ...] = (
+    ("appId", "VARCHAR"),
+    ("version", "BIGINT"),
+    ("lastUpdated", "BIGINT"),
+)
+
+DOMAIN_FIELDS: tuple[tuple[str, str], ...] = (
+    ("domain", "VARCHAR"),
+    ("configuration", "VARCHAR"),
+    ("removed", "BOOLEAN"),
+)
+
+SIDECAR_FIELDS: tuple[tuple[str, str], ...] = (
+    ("path", "VARCHAR"),
+    ("sizeInBytes", "BIGINT"),
+    ("modificationTime", "BIGINT"),
+)
+
+CHECKPOINT_METADATA_FIELDS: tuple[tuple[str, str], ...] = (("version", "BIGINT"),)
+
+#: Action name -> its fields, in the order of the canonical relation's columns.
+ACTIONS: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "add": ADD_FIELDS,
+    "remove": REMOVE_FIELDS,
+    "metaData": METADATA_FIELDS,
+    "protocol": PROTOCOL_FIELDS,
+    "txn": TXN_FIELDS,
+    "domainMetadata": DOMAIN_FIELDS,
+    "checkpointMetadata": CHECKPOINT_METADATA_FIELDS,
+    "sidecar": SIDECAR_FIELDS,
+}
+
+#: Non-file actions: small, fetched into Python after replay.
+NON_FILE_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata")
+
+
+def action_type(name: str) -> str:
+    """The DuckDB type of one action column."""
+    return _struct(ACTIONS[name])
+
+
+def json_columns(*, with_commit_info: bool = False) -> dict[str, str]:
+    """The ``columns`` argument for DuckDB's ``read_json`` over commit files."""
+    cols = {name: action_type(name) for name in ACTIONS}
+    if with_commit_info:
+        cols["commitInfo"] = "JSON"
+    return cols

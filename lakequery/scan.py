@@ -1,0 +1,242 @@
+"""One scan planner for every engine (DESIGN: plan, then execute).
+
+A :class:`Scan` binds the requested columns and filter to a snapshot's schema, prunes
+files by partition values and statistics, and hands the surviving :class:`FileTask` s
+to thin engine adapters (:mod:`lakequery.engines`).
+
+Example:
+    >>> import lakequery as lq
+    >>> snap = lq.DeltaTable(lq.demo.example_table()).snapshot()
+    >>> plan = snap.scan(filter="day = DATE '2026-11-02'").plan()
+    >>> plan.num_files < plan.total_files
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.errors import PredicateError
+from lakequery.protocol.predicates import (
+    Expr,
+    bind,
+    from_pyarrow_expression,
+    parse_predicate,
+    referenced_columns,
+)
+from lakequery.protocol.column_mapping import physical_name_map
+from lakequery.protocol.skipping import SkipColumn, prune_mask
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+    from lakequery.snapshot import Snapshot
+
+
+@dataclass(frozen=True)
+class DeletionVectorRef:
+    """The descriptor of a file's deletion vector (digest §11.2)."""
+
+    storage_type: str
+    path_or_inline_dv: str
+    offset: int | None
+    size_in_bytes: int
+    cardinality: int
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One data file to read."""
+
+    path: str  # location for the storage layer
+    relative_path: str
+    size: int
+    num_records: int | None
+    partition_values: dict[str, Any]
+    deletion_vector: DeletionVectorRef | None
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """The files a scan reads, after partition and statistics pruning."""
+
+    files: pa.Table  # the rows of Snapshot.files() that survive pruning
+    total_files: int
+    locations: pa.Array  # storage location per surviving file
+
+    @property
+    def num_files(self) -> int:
+        return int(self.files.num_rows)
+
+    @property
+    def skipped_files(self) -> int:
+        return self.total_files - self.num_files
+
+    @cached_property
+    def tasks(self) -> list[FileTask]:
+        """The files as task objects (built on demand; engines use the Arrow table)."""
+        rows = self.files.to_pylist()
+        out = []
+        for row, loc in zip(rows, self.locations.to_pylist(), strict=True):
+            dv = row.get("deletion_vector")
+            ref = None
+            if dv and dv.get("storageType"):
+                ref = DeletionVectorRef(
+                    dv["storageType"],
+                    dv["pathOrInlineDv"],
+                    dv.get("offset"),
+                    int(dv["sizeInBytes"]),
+                    int(dv["cardinality"]),
+                )
+            out.append(
+                FileTask(
+                    path=str(loc),
+                    relative_path=row["path"],
+                    size=int(row["size"]),
+                    num_records=row.get("num_records"),
+                    partition_values=dict(row.get("partition_values") or {}),
+                    deletion_vector=ref,
+                )
+            )
+        return out
+
+
+class Scan:
+    """A planned read of a snapshot: columns, filter and surviving files.
+
+    Build one with :meth:`lakequery.Snapshot.scan`; then read it with :meth:`to_arrow`,
+    :meth:`to_arrow_reader`, :meth:`to_duckdb` or :meth:`to_polars`.
+    """
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        columns: Sequence[str] | None,
+        filter: str | pc.Expression | None,  # noqa: A002
+    ) -> None:
+        self.snapshot = snapshot
+        schema = snapshot.schema
+        if columns is None:
+            self.columns: list[str] = list(schema.names)
+        else:
+            if isinstance(columns, str):
+                raise TypeError("columns must be a sequence of names, not a string")
+            self.columns = [_resolve_column(schema, c) for c in columns]
+        self.filter_source = filter
+        self.filter: Expr | None = _bind_filter(filter, schema)
+
+    def __repr__(self) -> str:
+        return f"Scan(version={self.snapshot.version}, columns={self.columns!r})"
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The logical schema of the rows this scan returns."""
+        schema = self.snapshot.schema
+        return pa.schema([schema.field(c) for c in self.columns])
+
+    @property
+    def read_columns(self) -> list[str]:
+        """Top-level columns needed: the output ones plus those the filter uses."""
+        needed = list(self.columns)
+        if self.filter is not None:
+            for path in sorted(referenced_columns(self.filter)):
+                if path[0] not in needed:
+                    needed.append(path[0])
+        return needed
+
+    def plan(self) -> ScanPlan:
+        """Prunes the snapshot's files with partition values and statistics."""
+        return self._plan
+
+    @cached_property
+    def _plan(self) -> ScanPlan:
+        files = self.snapshot.files()
+        total = files.num_rows
+        if self.filter is not None and total:
+            mask = prune_mask(files, self.filter, self._skip_columns())
+            files = files.filter(mask)
+        storage = self.snapshot.storage
+        locations = pc.binary_join_element_wise(
+            storage.root + "/", files.column("path").combine_chunks(), ""
+        )
+        return ScanPlan(files, total, locations)
+
+    def _skip_columns(self) -> dict[tuple[str, ...], SkipColumn]:
+        assert self.filter is not None
+        snap = self.snapshot
+        schema = snap.schema
+        parts = set(snap.partition_columns)
+        names = physical_name_map(snap.metadata.schema, snap.column_mapping_mode)
+        out = {}
+        for path in referenced_columns(self.filter):
+            typ = _field_type(schema, path)
+            out[path] = SkipColumn(
+                path=path,
+                type=typ,
+                partition=path[0] in parts,
+                physical=names.get(path, path),
+            )
+        return out
+
+    # -- engines ---------------------------------------------------------------------------------
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """Streams the rows as Arrow record batches (bounded memory)."""
+        from lakequery.engines.arrow import arrow_reader
+
+        return arrow_reader(self)
+
+    def to_arrow(self) -> pa.Table:
+        """Reads the rows into one Arrow table."""
+        return self.to_arrow_reader().read_all()
+
+    def to_duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
+        """A lazy DuckDB relation over DuckDB's own Parquet reader and the pruned files.
+
+        Args:
+            con: the connection to build the relation on (a new one when None).
+        """
+        from lakequery.engines.duckdb import duckdb_relation
+
+        return duckdb_relation(self, con)
+
+    def to_polars(self) -> pl.LazyFrame:
+        """A Polars LazyFrame over ``scan_parquet`` of the pruned files."""
+        from lakequery.engines.polars import polars_frame
+
+        return polars_frame(self)
+
+
+def _resolve_column(schema: pa.Schema, name: str) -> str:
+    if name in schema.names:
+        return name
+    lowered = {n.lower(): n for n in schema.names}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    raise PredicateError(name, f"no column {name!r} in the table (columns: {schema.names})")
+
+
+def _field_type(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
+    typ: pa.DataType = schema.field(path[0]).type
+    for step in path[1:]:
+        typ = typ.field(step).type
+    return typ
+
+
+def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:  # noqa: A002
+    if filter is None:
+        return None
+    if isinstance(filter, str):
+        expr = parse_predicate(filter)
+    elif isinstance(filter, pc.Expression):
+        expr = from_pyarrow_expression(filter)
+    else:
+        raise PredicateError(filter, "a filter is a SQL string or a pyarrow.compute.Expression")
+    return bind(expr, schema)

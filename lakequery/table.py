@@ -1,0 +1,112 @@
+"""``DeltaTable``: the entry point to one table.
+
+Example:
+    >>> import lakequery as lq
+    >>> dt = lq.DeltaTable(lq.demo.example_table())
+    >>> snap = dt.snapshot()
+    >>> snap.version >= 0
+    True
+    >>> dt.snapshot(version=0).version
+    0
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from lakequery.errors import VersionNotFoundError
+from lakequery.history import CommitEntry, commit_timestamps, history_entries
+from lakequery.log_segment import list_log, load_state
+from lakequery.protocol.log_files import earliest_version
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage, open_storage
+
+
+def _parse_as_of(as_of: datetime | str) -> datetime:
+    if isinstance(as_of, str):
+        text = as_of.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            as_of = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise ValueError(f"as_of {as_of!r} is not an ISO-8601 timestamp") from exc
+    if as_of.tzinfo is None:  # a naive time is taken as UTC (documented)
+        as_of = as_of.replace(tzinfo=timezone.utc)
+    return as_of
+
+
+class DeltaTable:
+    """A Delta table at a location: local path, ``file://``, ``s3://`` or ``memory://``.
+
+    Args:
+        uri: where the table lives.
+        storage_options: s3fs arguments for ``s3://`` (``key``, ``secret``,
+            ``endpoint_url``, ``client_kwargs``...).
+    """
+
+    def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.storage: Storage = open_storage(uri, storage_options)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.root
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.uri!r})"
+
+    def snapshot(
+        self, *, version: int | None = None, as_of: datetime | str | None = None
+    ) -> Snapshot:
+        """The table at a version (latest by default) or as of a time.
+
+        Args:
+            version: an exact version.
+            as_of: a ``datetime`` or ISO-8601 string; the newest version committed at or
+                before it. Naive times are UTC. A time after the latest commit gives the
+                latest version; one before the earliest reconstructable commit raises.
+
+        Raises:
+            TableNotFoundError: no table at the location.
+            VersionNotFoundError: the version or time cannot be reconstructed.
+        """
+        if version is not None and as_of is not None:
+            raise ValueError("pass version or as_of, not both")
+        if as_of is not None:
+            version = self.version_as_of(as_of)
+        return Snapshot(self.storage, load_state(self.storage, version))
+
+    def version_as_of(self, as_of: datetime | str) -> int:
+        """The newest version whose commit timestamp is at or before ``as_of``."""
+        when = _parse_as_of(as_of)
+        target_ms = int(when.timestamp() * 1000)
+        listing = list_log(self.storage, 0)
+        latest = self.snapshot()
+        earliest = earliest_version(listing)
+        commits = [c for c in listing.commits if earliest is not None and c.version >= earliest]
+        times = commit_timestamps(self.storage, commits, latest.properties)
+        i = bisect.bisect_right(times, target_ms)
+        if i == 0:
+            raise VersionNotFoundError(
+                self.uri,
+                timestamp=when.isoformat(),
+                earliest=earliest,
+                latest=latest.version,
+                detail="the time is before the earliest reconstructable commit",
+            )
+        return commits[i - 1].version
+
+    def history(self, *, limit: int | None = None) -> list[CommitEntry]:
+        """Commits newest first: version, timestamp, operation, parameters, metrics.
+
+        Example:
+            >>> import lakequery as lq
+            >>> [e.version for e in lq.DeltaTable(lq.demo.example_table()).history(limit=2)]
+            [2, 1]
+        """
+        listing = list_log(self.storage, 0)
+        latest = self.snapshot()
+        return history_entries(self.storage, listing.commits, latest.properties, limit)
