@@ -29,6 +29,7 @@ from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.last_checkpoint import parse_last_checkpoint
 from lakequery.protocol.log_files import Listing, LogSegment, build_listing, select_segment
 from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.schema import validate_type_changes
 from lakequery.protocol.replay import check_paths, latest_non_file_actions, replay_files
 from lakequery.storage import Storage
 
@@ -134,6 +135,7 @@ def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegmen
     protocol = Protocol.from_action(found["protocol"][0][1])
     check_readable(protocol)
     metadata = Metadata.from_action(found["metaData"][0][1])
+    validate_type_changes(metadata.schema)
     props = TableProperties(metadata.configuration)
     now_ms = int(time.time() * 1000)
     result = replay_files(

@@ -1,30 +1,32 @@
 """PyArrow adapter: a streaming RecordBatchReader over the pruned files.
 
-Files are read with ``pyarrow.dataset`` using the table's physical schema (so files that
-lack a column yield nulls and narrower types are cast up), one partition-value group at a
-time; each batch is relabelled to logical names, given its partition columns and
-filtered. Memory stays bounded by a few batches.
+Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
+physical schema (files that lack a column yield nulls, narrower types are cast up), one
+partition-value group at a time. Files with deletion vectors are read one by one with
+``ParquetFile.iter_batches``, tracking the physical row position of every batch across
+row groups, and masked by the numba kernel. Each batch is then relabelled to logical
+names, given its partition columns and filtered. Memory stays bounded by a few batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
+from lakequery.engines.deletion import deleted_rows
+from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
 from lakequery.errors import ObjectNotFoundError
-from lakequery.engines.layout import (
-    ColumnSpec,
-    FileGroup,
-    column_specs,
-    file_groups,
-    require_no_deletion_vectors,
-)
-from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 from lakequery.protocol.column_mapping import physical_schema, to_logical
+from lakequery.protocol.predicates import referenced_columns, to_pyarrow
+from lakequery.protocol.schema import StructType
+from udfs.dv_mask import keep_mask
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -33,7 +35,9 @@ BATCH_ROWS = 128 * 1024
 
 
 def _parquet_format() -> ds.ParquetFileFormat:
-    return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+    return ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
+    )
 
 
 def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array:
@@ -42,69 +46,107 @@ def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, typ), n)
 
 
+class _Reader:
+    """State shared by the batches of one scan."""
+
+    def __init__(self, scan: Scan) -> None:
+        snap = scan.snapshot
+        self.plan = scan.plan()
+        self.specs = column_specs(scan)
+        self.table_schema: StructType = snap.metadata.schema
+        self.mode = snap.column_mapping_mode
+        data_specs = [s for s in self.specs if not s.partition]
+        full = physical_schema(self.table_schema, self.mode)
+        self.phys = pa.schema(
+            [full.field(s.physical) for s in data_specs if full.get_field_index(s.physical) >= 0]
+        )
+        self.present = [s.name for s in data_specs if self.phys.get_field_index(s.physical) >= 0]
+        self.out_schema = scan.output_schema
+        self.filter = to_pyarrow(scan.filter) if scan.filter is not None else None
+        self.pushdown: pc.Expression | None = None
+        if scan.filter is not None and self.mode == "none":
+            used = {p[0] for p in referenced_columns(scan.filter)}
+            if not used & set(snap.partition_columns):
+                self.pushdown = self.filter
+        self.fs, self.to_fs = snap.storage.arrow_filesystem()
+        self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])
+        self.deleted = deleted_rows(self.plan, snap.storage)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        for group in self.groups:
+            plain = [p for p in group.locations if p not in self.deleted]
+            if plain:
+                yield from self._dataset_batches(group, plain)
+            for loc in group.locations:
+                if loc in self.deleted:
+                    yield from self._masked_file_batches(group, loc, self.deleted[loc])
+
+    def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+        try:
+            dataset = ds.dataset(
+                [self.to_fs(p) for p in locations],
+                schema=self.phys,
+                format=_parquet_format(),
+                filesystem=self.fs,
+            )
+        except FileNotFoundError as exc:
+            raise _missing(exc, locations, self.to_fs) from exc
+        for raw in dataset.to_batches(
+            columns=self.phys.names, filter=self.pushdown, batch_size=BATCH_ROWS
+        ):
+            if raw.num_rows:
+                yield from self._finish(raw, group)
+
+    def _masked_file_batches(
+        self, group: FileGroup, loc: str, deleted: npt.NDArray[np.int64]
+    ) -> Iterator[pa.RecordBatch]:
+        try:
+            source = self.fs.open_input_file(self.to_fs(loc))
+        except FileNotFoundError as exc:
+            raise _missing(exc, [loc], self.to_fs) from exc
+        with source:
+            pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+            names = set(pf.schema_arrow.names)
+            columns = self.phys.names if self.mode == "id" else [
+                n for n in self.phys.names if n in names
+            ]
+            position = 0
+            read_cols = None if self.mode == "id" else columns
+            for raw in pf.iter_batches(batch_size=BATCH_ROWS, columns=read_cols):
+                n = raw.num_rows
+                keep = keep_mask(deleted, position, n)
+                position += n
+                if not keep.all():
+                    raw = raw.filter(pa.array(keep))
+                if raw.num_rows:
+                    yield from self._finish(raw, group)
+
+    def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
+        data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
+        n = data.num_rows
+        arrays = {}
+        for s in self.specs:
+            if s.partition:
+                arrays[s.name] = _constant(group.values.get(s.name), s.type, n)
+            elif data.schema.get_field_index(s.name) >= 0:
+                arrays[s.name] = data.column(s.name)
+            else:
+                arrays[s.name] = pa.nulls(n, s.type)
+        table = pa.table(arrays)
+        if self.filter is not None:
+            table = table.filter(self.filter)
+        table = table.select(self.out_schema.names).cast(self.out_schema)
+        yield from table.to_batches()
+
+
+def _missing(
+    exc: FileNotFoundError, locations: list[str], to_fs: Callable[[str], str]
+) -> ObjectNotFoundError:
+    found = next((p for p in locations if to_fs(p) in str(exc)), locations[0])
+    return ObjectNotFoundError(found, "read data file")
+
+
 def arrow_reader(scan: Scan) -> pa.RecordBatchReader:
     """The scan's rows as a streaming reader with the scan's output schema."""
-    plan = scan.plan()
-    require_no_deletion_vectors(plan)
-    snap = scan.snapshot
-    specs = column_specs(scan)
-    data_specs = [s for s in specs if not s.partition]
-    phys_full = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-    phys = pa.schema(
-        [phys_full.field(s.physical) for s in data_specs if phys_full.get_field_index(s.physical) >= 0]
-    )
-    present = [s.name for s in data_specs if phys.get_field_index(s.physical) >= 0]
-    table_schema, mode = snap.metadata.schema, snap.column_mapping_mode
-    groups = file_groups(plan, [s.name for s in specs if s.partition])
-    out_schema = scan.output_schema
-    filt = to_pyarrow(scan.filter) if scan.filter is not None else None
-    pushdown = None
-    if scan.filter is not None and snap.column_mapping_mode == "none":
-        used = {p[0] for p in referenced_columns(scan.filter)}
-        if not used & set(snap.partition_columns):
-            pushdown = filt
-    fs, to_fs = snap.storage.arrow_filesystem()
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for group in groups:
-            try:
-                dataset = ds.dataset(
-                    [to_fs(p) for p in group.locations],
-                    schema=phys,
-                    format=_parquet_format(),
-                    filesystem=fs,
-                )
-            except FileNotFoundError as exc:
-                missing = next((p for p in group.locations if to_fs(p) in str(exc)), str(exc))
-                raise ObjectNotFoundError(missing, "read data file") from exc
-            for raw in dataset.to_batches(
-                columns=phys.names, filter=pushdown, batch_size=BATCH_ROWS
-            ):
-                if raw.num_rows:
-                    data = to_logical(raw, table_schema, mode, columns=present)
-                    yield from _finish(data, group, specs, out_schema, filt)
-
-    return pa.RecordBatchReader.from_batches(out_schema, batches())
-
-
-def _finish(
-    data: pa.RecordBatch,
-    group: FileGroup,
-    specs: list[ColumnSpec],
-    out_schema: pa.Schema,
-    filt: pc.Expression | None,
-) -> Iterator[pa.RecordBatch]:
-    n = data.num_rows
-    arrays = {}
-    for s in specs:
-        if s.partition:
-            arrays[s.name] = _constant(group.values.get(s.name), s.type, n)
-        elif data.schema.get_field_index(s.name) >= 0:
-            arrays[s.name] = data.column(s.name)
-        else:
-            arrays[s.name] = pa.nulls(n, s.type)
-    table = pa.table(arrays)
-    if filt is not None:
-        table = table.filter(filt)
-    table = table.select(out_schema.names).cast(out_schema)
-    yield from table.to_batches()
+    reader = _Reader(scan)
+    return pa.RecordBatchReader.from_batches(reader.out_schema, reader.batches())

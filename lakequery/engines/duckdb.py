@@ -3,27 +3,25 @@
 The relation is plain SQL over ``read_parquet``: no Arrow round trip, nothing
 materialised. Files are grouped by partition values so that partition columns are
 constants of each group's scan (DuckDB folds them); column mapping, type widening and
-timestamp normalisation are projections on top.
+timestamp normalisation are projections on top. Files with deletion vectors are read with
+``file_row_number`` and anti-joined with their deleted positions (a small registered
+Arrow table of ``(file, row)`` pairs), so DuckDB still reads Parquet natively.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import uuid
-
 import duckdb
+import numpy as np
 import pyarrow as pa
 
+from lakequery.engines.deletion import deleted_rows
+from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
 from lakequery.errors import ObjectNotFoundError
-from lakequery.engines.layout import (
-    ColumnSpec,
-    FileGroup,
-    column_specs,
-    file_groups,
-    require_no_deletion_vectors,
-)
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import duckdb_type, literal, quote_ident, quote_str
 from lakequery.protocol.column_mapping import ColumnMappingMode
@@ -78,47 +76,101 @@ def _bind_types(
         raise
 
 
-def _group_sql(
-    con: duckdb.DuckDBPyConnection, scan: Scan, group: FileGroup, specs: list[ColumnSpec]
-) -> str:
-    storage = scan.snapshot.storage
-    files = "[" + ", ".join(quote_str(storage.duckdb_path(p)) for p in group.locations) + "]"
-    source = f"read_parquet({files}, union_by_name=true)"
-    needs_data = any(not s.partition for s in specs)
-    actual: dict[str, str] = {}
-    if needs_data:
-        actual = _bind_types(con, source, group.locations)
-    select = ", ".join(
-        f"{_column_sql(s, actual, group.values, scan.snapshot.column_mapping_mode)} AS {quote_ident(s.name)}" for s in specs
-    )
-    if not specs:
-        select = "1 AS _lq_dummy"
-    return f"SELECT {select} FROM {source} AS d"
-
-
 #: Above this many partition-value groups the files are read in one scan and joined with
 #: their partition values by file name, instead of one constant-folded scan per group.
 MAX_UNION_GROUPS = 64
 
 
-def _joined_sql(
-    con: duckdb.DuckDBPyConnection, scan: Scan, groups: list[FileGroup], specs: list[ColumnSpec]
-) -> str:
-    storage = scan.snapshot.storage
-    plan = scan.plan()
-    locs = [storage.duckdb_path(p) for p in plan.locations.to_pylist()]
-    parts = plan.files.column("partition_values").combine_chunks()
-    table = pa.table(
-        {"loc": pa.array(locs, pa.string())}
-        | {s.name: parts.field(s.name) for s in specs if s.partition}
-    )
-    name = f"_lq_parts_{uuid.uuid4().hex}"
-    con.register(name, table)
-    files = "[" + ", ".join(quote_str(p) for p in locs) + "]"
-    source = f"read_parquet({files}, union_by_name=true, filename=true)"
-    actual = _bind_types(con, source, plan.locations.to_pylist())
-    select = ", ".join(f"{_column_sql(s, actual, None, scan.snapshot.column_mapping_mode)} AS {quote_ident(s.name)}" for s in specs)
-    return f"SELECT {select} FROM {source} AS d JOIN {name} AS p ON d.filename = p.loc"
+@dataclass(frozen=True)
+class _Branch:
+    """One ``read_parquet`` over files that share how they are read."""
+
+    locations: list[str]
+    values: dict[str, object] | None  # partition literals; None: join the partition table
+    deletion_vectors: bool  # anti-join with deleted positions
+
+
+class _Builder:
+    def __init__(self, scan: Scan, con: duckdb.DuckDBPyConnection) -> None:
+        self.scan = scan
+        self.con = con
+        self.storage = scan.snapshot.storage
+        self.mode: ColumnMappingMode = scan.snapshot.column_mapping_mode
+        self.specs = column_specs(scan)
+        self.parts_table: str | None = None
+        self.dv_table: str | None = None
+
+    def _register(self, prefix: str, table: pa.Table) -> str:
+        name = f"_lq_{prefix}_{uuid.uuid4().hex}"
+        self.con.register(name, table)
+        return name
+
+    def register_partitions(self) -> None:
+        plan = self.scan.plan()
+        parts = plan.files.column("partition_values").combine_chunks()
+        locs = [self.storage.duckdb_path(p) for p in plan.locations.to_pylist()]
+        cols = {s.name: parts.field(s.name) for s in self.specs if s.partition}
+        self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
+
+    def register_deletions(self, deleted: dict[str, np.ndarray]) -> None:
+        locs = [self.storage.duckdb_path(loc) for loc in deleted]
+        counts = [len(v) for v in deleted.values()]
+        table = pa.table(
+            {
+                "loc": pa.array(np.repeat(np.array(locs, dtype=object), counts), pa.string()),
+                "row": pa.array(np.concatenate(list(deleted.values())), pa.int64()),
+            }
+        )
+        self.dv_table = self._register("dv", table)
+
+    def branch_sql(self, branch: _Branch) -> str:
+        files = "[" + ", ".join(quote_str(self.storage.duckdb_path(p)) for p in branch.locations) + "]"
+        options = "union_by_name=true"
+        joined = branch.values is None
+        if joined or branch.deletion_vectors:
+            options += ", filename=true"
+        if branch.deletion_vectors:
+            options += ", file_row_number=true"
+        source = f"read_parquet({files}, {options})"
+        actual: dict[str, str] = {}
+        if any(not s.partition for s in self.specs):
+            actual = _bind_types(self.con, source, branch.locations)
+        select = ", ".join(
+            f"{_column_sql(s, actual, branch.values, self.mode)} AS {quote_ident(s.name)}"
+            for s in self.specs
+        ) or "1 AS _lq_dummy"
+        sql = f"SELECT {select} FROM {source} AS d"
+        if joined:
+            sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"
+        if branch.deletion_vectors:
+            sql += (
+                f" ANTI JOIN {self.dv_table} AS x"
+                " ON d.filename = x.loc AND d.file_row_number = x.row"
+            )
+        return sql
+
+
+def _branches(
+    groups: list[FileGroup], deleted: dict[str, np.ndarray], joined: bool
+) -> list[_Branch]:
+    out = []
+    if joined:
+        locs = [p for g in groups for p in g.locations]
+        plain = [p for p in locs if p not in deleted]
+        masked = [p for p in locs if p in deleted]
+        if plain:
+            out.append(_Branch(plain, None, False))
+        if masked:
+            out.append(_Branch(masked, None, True))
+        return out
+    for g in groups:
+        plain = [p for p in g.locations if p not in deleted]
+        masked = [p for p in g.locations if p in deleted]
+        if plain:
+            out.append(_Branch(plain, g.values, False))
+        if masked:
+            out.append(_Branch(masked, g.values, True))
+    return out
 
 
 def duckdb_relation(
@@ -127,20 +179,24 @@ def duckdb_relation(
     """Builds the scan's relation on ``con`` (a new connection when None)."""
     con = con if con is not None else duckdb.connect()
     plan = scan.plan()
-    require_no_deletion_vectors(plan)
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
-    specs = column_specs(scan)
-    groups = file_groups(plan, [s.name for s in specs if s.partition])
+    builder = _Builder(scan, con)
+    specs = builder.specs
+    partition_names = [s.name for s in specs if s.partition]
+    groups = file_groups(plan, partition_names)
     out_cols = ", ".join(quote_ident(c) for c in scan.columns)
     if not groups:
         empty = ", ".join(
             f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
-    if len(groups) > MAX_UNION_GROUPS:
-        body = _joined_sql(con, scan, groups, specs)
-    else:
-        body = " UNION ALL ".join(_group_sql(con, scan, g, specs) for g in groups)
+    joined = len(groups) > MAX_UNION_GROUPS
+    if joined:
+        builder.register_partitions()
+    deleted = deleted_rows(plan, storage)
+    if deleted:
+        builder.register_deletions(deleted)
+    body = " UNION ALL ".join(builder.branch_sql(b) for b in _branches(groups, deleted, joined))
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
     return con.sql(f"SELECT {out_cols} FROM ({body}){where}")

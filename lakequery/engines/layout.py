@@ -16,7 +16,7 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
+from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.schema import DeltaType
 
@@ -74,21 +74,6 @@ def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGrou
         values = {n: row[f"p{i}"] for i, n in enumerate(partition_names)}
         out.append(FileGroup(values, list(row["loc_list"])))
     return out
-
-
-def require_no_deletion_vectors(plan: ScanPlan) -> None:
-    """Refuses files whose deletion vector deletes rows (until DV decoding exists)."""
-    if plan.num_files == 0:
-        return
-    dv = plan.files.column("deletion_vector")
-    card = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
-    if pc.any(pc.greater(card, 0)).as_py():
-        raise UnsupportedFeatureError(
-            "deletionVectors",
-            operation="read",
-            detail="this scan touches files with deletion vectors; decoding them is not "
-            "implemented yet",
-        )
 
 
 def require_local_files(scan: Scan) -> None:

@@ -7,10 +7,18 @@ Parquet reader. Partition columns are literals per partition-value group.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+
+from lakequery.engines.deletion import deleted_rows
+from lakequery.errors import DeletionVectorError
+from udfs.dv_mask import keep_mask
 
 from lakequery.engines.layout import (
     ColumnSpec,
@@ -18,7 +26,6 @@ from lakequery.engines.layout import (
     column_specs,
     file_groups,
     require_local_files,
-    require_no_deletion_vectors,
 )
 from lakequery.engines.nested import has_struct, polars_can_relabel, polars_relabel
 from lakequery.protocol.predicates import to_polars
@@ -27,6 +34,10 @@ from lakequery.protocol.column_mapping import physical_schema
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
+
+#: Polars' own Delta reader passes keep masks to its Parquet scan through this hook; when a
+#: Polars release lacks it, scans of files with deletion vectors go through Arrow.
+_HAS_DELETION_HOOK = "_deletion_files" in inspect.signature(pl.scan_parquet).parameters
 
 _CAST = pl.ScanCastOptions(
     integer_cast=["upcast", "allow-float"],
@@ -41,13 +52,53 @@ def _dtype(t: pa.DataType) -> pl.DataType:
     return pl.DataFrame(pa.schema([pa.field("x", t)]).empty_table()).schema["x"]
 
 
+def _deletion_callback(
+    masks: dict[str, npt.NDArray[np.bool_]],
+) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    """Polars' deletion-file hook: per requested path, a keep mask (null: keep all)."""
+
+    def callback(requested: pl.DataFrame) -> pl.DataFrame:
+        out = []
+        for path in requested.get_column("path").to_list():
+            key = path[len("file://") :] if path.startswith("file://") else path
+            mask = masks.get(key)
+            out.append(None if mask is None else mask.tolist())
+        return pl.DataFrame({"selection_vector": out}, schema={"selection_vector": pl.List(pl.Boolean)})
+
+    return callback
+
+
+def _keep_masks(scan: Scan) -> dict[str, npt.NDArray[np.bool_]]:
+    """Location -> keep mask over all physical rows, for files with deletion vectors."""
+    plan = scan.plan()
+    deleted = deleted_rows(plan, scan.snapshot.storage)
+    if not deleted:
+        return {}
+    counts = dict(zip(plan.locations.to_pylist(), plan.files.column("num_records").to_pylist(), strict=True))
+    masks = {}
+    for loc, rows in deleted.items():
+        n = counts.get(loc)
+        if n is None:
+            raise DeletionVectorError(loc, "-", "a file with a deletion vector lacks numRecords")
+        masks[loc] = keep_mask(rows, 0, int(n))
+    return masks
+
+
 def _group_frame(
-    scan: Scan, group: FileGroup, specs: list[ColumnSpec], phys: pa.Schema
+    scan: Scan,
+    group: FileGroup,
+    specs: list[ColumnSpec],
+    phys: pa.Schema,
+    masks: dict[str, npt.NDArray[np.bool_]],
 ) -> pl.LazyFrame:
     data_specs = [s for s in specs if not s.partition and not pa.types.is_null(s.type)]
     present = [s for s in data_specs if phys.get_field_index(s.physical) >= 0]
     schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
     paths, options = scan.snapshot.storage.polars_source(group.locations)
+    extra: dict[str, object] = {}
+    local_masks = {p: masks[loc] for p, loc in zip(paths, group.locations, strict=True) if loc in masks}
+    if local_masks:
+        extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local_masks))
     lf = pl.scan_parquet(
         paths,
         schema=schema,
@@ -55,6 +106,7 @@ def _group_frame(
         extra_columns="ignore",
         cast_options=_CAST,
         storage_options=options,
+        **extra,  # type: ignore[arg-type]
     )
     exprs: list[pl.Expr] = []
     for s in specs:
@@ -95,19 +147,20 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     mapping): those scans are read through the Arrow engine and wrapped.
     """
     plan = scan.plan()
-    require_no_deletion_vectors(plan)
     require_local_files(scan)
     snap = scan.snapshot
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)
-    if not all(_native(s, snap.column_mapping_mode, changes) for s in specs):
+    masks = _keep_masks(scan)
+    native = all(_native(s, snap.column_mapping_mode, changes) for s in specs)
+    if not native or (masks and not _HAS_DELETION_HOOK):
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])
     if not groups:
         return pl.LazyFrame(scan.output_schema.empty_table())
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        frames = [_group_frame(scan, g, specs, phys) for g in groups]
+        frames = [_group_frame(scan, g, specs, phys, masks) for g in groups]
     except NotImplementedError:
         # a store Polars cannot read natively (memory://): stream through Arrow instead
         return pl.LazyFrame(scan.to_arrow())

@@ -27,7 +27,7 @@ from ._log_replay import replay
 # Flip to True once lakequery decodes deletion vectors: the (table, version) cases whose live
 # files carry deletion vectors then become ordinary tests. While False they are strict xfails
 # that must raise lakequery.UnsupportedFeatureError (an XPASS fails the run as a reminder).
-DV_DECODING_AVAILABLE = False
+DV_DECODING_AVAILABLE = True
 
 DV_XFAIL_REASON = "DV decoding lands with the deletion-vector issue"
 

@@ -52,5 +52,12 @@ def test_legacy_versions_imply_features() -> None:
 def test_malformed_protocol_action() -> None:
     with pytest.raises(ProtocolError):
         Protocol.from_action({"minReaderVersion": "x"})
-    p = Protocol.from_action({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]})
+    p = Protocol.from_action(
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["v2Checkpoint"],
+            "writerFeatures": ["v2Checkpoint"],
+        }
+    )
     assert p.to_action()["readerFeatures"] == ["v2Checkpoint"]

@@ -26,7 +26,12 @@ def c(v: int) -> str:
     [
         ("00000000000000000003.json", "commit", 3, None),
         ("00000000000000000010.checkpoint.parquet", "checkpoint", 10, "classic"),
-        ("00000000000000000010.checkpoint.0000000001.0000000002.parquet", "checkpoint", 10, "multi"),
+        (
+            "00000000000000000010.checkpoint.0000000001.0000000002.parquet",
+            "checkpoint",
+            10,
+            "multi",
+        ),
         (
             "00000000000000000030.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
             "checkpoint",

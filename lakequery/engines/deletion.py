@@ -1,0 +1,46 @@
+"""Deletion vectors of a scan: which planned files have deleted rows, and which rows.
+
+The DVs of one plan are fetched together (concurrently, cached by unique id) and handed
+to the engines as sorted int64 arrays of deleted physical row positions per file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.dv.bitmap import to_numpy
+from lakequery.dv.descriptor import Descriptor
+from lakequery.dv.files import load_deletion_vectors
+
+if TYPE_CHECKING:
+    from lakequery.scan import ScanPlan
+    from lakequery.storage import Storage
+
+
+def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
+    """True for planned files whose DV deletes at least one row."""
+    if plan.num_files == 0:
+        return pa.array([], pa.bool_())
+    dv = plan.files.column("deletion_vector").combine_chunks()
+    card = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
+    return pc.greater(card, 0)
+
+
+def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.int64]]:
+    """Location -> sorted deleted row positions, for every planned file with a DV."""
+    mask = dv_mask(plan)
+    if not pc.any(mask).as_py():
+        return {}
+    files = plan.files.filter(mask)
+    locations = plan.locations.filter(mask).to_pylist()
+    descriptors = [Descriptor.from_dict(d) for d in files.column("deletion_vector").to_pylist()]
+    paths = files.column("path").to_pylist()
+    bitmaps = load_deletion_vectors(
+        storage, storage.root, list(zip(paths, descriptors, strict=True))
+    )
+    return {loc: to_numpy(bm) for loc, bm in zip(locations, bitmaps, strict=True)}

@@ -1,0 +1,1 @@
+"""Delta Lake protocol: log actions, features, schema, partition values."""
