@@ -30,14 +30,16 @@ _SCHEMA = {
 }
 
 
-def _batch(start: int, n: int, day: dt.date) -> pa.Table:
+def _batch(start: int, n: int) -> pa.Table:
     ids = pa.array(range(start, start + n), pa.int64())
     kinds = pa.array([("click", "view", "buy")[i % 3] for i in range(start, start + n)])
-    amount = pc.multiply(pc.cast(ids, pa.float64()), 1.5)
-    return pa.table({"id": ids, "kind": kinds, "amount": amount}), day
+    amount = pc.multiply(pc.cast(ids, pa.float64()), pa.scalar(1.5))
+    return pa.table({"id": ids, "kind": kinds, "amount": amount})
 
 
-def _add_action(root: Path, table: pa.Table, day: dt.date) -> dict[str, object]:
+def _add_action(root: Path, start: int, day: dt.date) -> dict[str, object]:
+    """Writes ten rows (ids ``start..start+9``) for one day and returns their add action."""
+    table = _batch(start, 10)
     rel = f"day={day.isoformat()}/part-00000-{uuid.uuid4()}.c000.zstd.parquet"
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +71,14 @@ def _add_action(root: Path, table: pa.Table, day: dt.date) -> dict[str, object]:
 
 
 def _commit(root: Path, version: int, actions: list[dict[str, object]], ts: int) -> None:
-    info = {"commitInfo": {"timestamp": ts, "operation": "WRITE", "engineInfo": "lakequery-demo",
-                           "operationParameters": {"mode": "Append" if version else "ErrorIfExists"}}}
+    info = {
+        "commitInfo": {
+            "timestamp": ts,
+            "operation": "WRITE",
+            "engineInfo": "lakequery-demo",
+            "operationParameters": {"mode": "Append" if version else "ErrorIfExists"},
+        }
+    }
     lines = [json.dumps(a) for a in [info, *actions]]
     log = root / "_delta_log"
     log.mkdir(parents=True, exist_ok=True)
@@ -85,7 +93,7 @@ def build_example_table(root: Path) -> Path:
     """Writes the three-version demo table at ``root`` (which must not hold a table)."""
     base = dt.date(2026, 11, 1)
     t0 = 1_793_000_000_000  # 2026-10-26, commits an hour apart
-    meta = {
+    meta: dict[str, object] = {
         "metaData": {
             "id": str(uuid.uuid4()),
             "format": {"provider": "parquet", "options": {}},
@@ -95,11 +103,11 @@ def build_example_table(root: Path) -> Path:
             "createdTime": t0,
         }
     }
-    proto = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
-    v0 = [proto, meta] + [_add_action(root, *_batch(i * 10, 10, base + dt.timedelta(days=i))) for i in range(2)]
-    _commit(root, 0, v0, t0)
-    _commit(root, 1, [_add_action(root, *_batch(20, 10, base + dt.timedelta(days=2)))], t0 + 3_600_000)
-    _commit(root, 2, [_add_action(root, *_batch(30, 10, base + dt.timedelta(days=3)))], t0 + 7_200_000)
+    proto: dict[str, object] = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    day = [base + dt.timedelta(days=i) for i in range(4)]
+    _commit(root, 0, [proto, meta, _add_action(root, 0, day[0]), _add_action(root, 10, day[1])], t0)
+    _commit(root, 1, [_add_action(root, 20, day[2])], t0 + 3_600_000)
+    _commit(root, 2, [_add_action(root, 30, day[3])], t0 + 7_200_000)
     return root
 
 
@@ -126,14 +134,25 @@ def main() -> None:
     path = example_table()
     dt_ = lq.DeltaTable(path)
     snap = dt_.snapshot()
-    print(f"table {path}: version {snap.version}, {snap.num_files} files, "
-          f"partitioned by {snap.partition_columns}")
+    print(
+        f"table {path}: version {snap.version}, {snap.num_files} files, "
+        f"partitioned by {snap.partition_columns}"
+    )
     print("\n-- DuckDB: SQL over the table (native Parquet reader)")
-    print(lq.sql("SELECT day, kind, count(*) AS n, sum(amount) AS total FROM events "
-                 "GROUP BY ALL ORDER BY ALL", events=snap))
-    scan = snap.scan(columns=["id", "kind", "amount"], filter="day >= DATE '2026-11-03' AND kind = 'buy'")
+    print(
+        lq.sql(
+            "SELECT day, kind, count(*) AS n, sum(amount) AS total FROM events "
+            "GROUP BY ALL ORDER BY ALL",
+            events=snap,
+        )
+    )
+    scan = snap.scan(
+        columns=["id", "kind", "amount"], filter="day >= DATE '2026-11-03' AND kind = 'buy'"
+    )
     plan = scan.plan()
-    print(f"\n-- Polars LazyFrame with pushdown ({plan.num_files} of {plan.total_files} files read)")
+    print(
+        f"\n-- Polars LazyFrame with pushdown ({plan.num_files} of {plan.total_files} files read)"
+    )
     import polars as pl
 
     print(scan.to_polars().group_by("kind").agg(pl.col("amount").sum()).collect())
@@ -144,7 +163,9 @@ def main() -> None:
     first = dt_.history()[-1].timestamp
     print(f"as_of {first.isoformat()}: version {dt_.snapshot(as_of=first).version}")
     for entry in dt_.history():
-        print(f"  v{entry.version} {entry.timestamp:%Y-%m-%d %H:%M} {entry.operation} {entry.parameters}")
+        print(
+            f"  v{entry.version} {entry.timestamp:%Y-%m-%d %H:%M} {entry.operation} {entry.parameters}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -157,7 +158,7 @@ def _first_line(msg: str) -> str:
 
 
 def _project(
-    expr: str, field: pa.Field | None, fields: tuple[tuple[str, str], ...], action: str
+    expr: str, field: pa.Field[Any] | None, fields: tuple[tuple[str, str], ...], action: str
 ) -> str:
     """Projects a checkpoint struct column onto the canonical struct type."""
     target = "STRUCT(" + ", ".join(f"{_q(n)} {t}" for n, t in fields) + ")"

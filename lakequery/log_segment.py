@@ -29,8 +29,8 @@ from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.last_checkpoint import parse_last_checkpoint
 from lakequery.protocol.log_files import Listing, LogSegment, build_listing, select_segment
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.schema import validate_type_changes
 from lakequery.protocol.replay import check_paths, latest_non_file_actions, replay_files
+from lakequery.protocol.schema import validate_type_changes
 from lakequery.storage import Storage
 
 
@@ -129,9 +129,13 @@ def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegmen
     found = latest_non_file_actions(con, ACTIONS_TABLE)
     where = segment.commits[-1].path if segment.commits else log_dir(storage)
     if not found["protocol"]:
-        raise CorruptLogError(where, f"no protocol action in the log up to version {segment.version}")
+        raise CorruptLogError(
+            where, f"no protocol action in the log up to version {segment.version}"
+        )
     if not found["metaData"]:
-        raise CorruptLogError(where, f"no metaData action in the log up to version {segment.version}")
+        raise CorruptLogError(
+            where, f"no metaData action in the log up to version {segment.version}"
+        )
     protocol = Protocol.from_action(found["protocol"][0][1])
     check_readable(protocol)
     metadata = Metadata.from_action(found["metaData"][0][1])

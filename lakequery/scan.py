@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.predicates import (
     Expr,
     bind,
@@ -30,7 +31,6 @@ from lakequery.protocol.predicates import (
     parse_predicate,
     referenced_columns,
 )
-from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.skipping import SkipColumn, prune_mask
 
 if TYPE_CHECKING:
@@ -69,11 +69,16 @@ class ScanPlan:
 
     files: pa.Table  # the rows of Snapshot.files() that survive pruning
     total_files: int
-    locations: pa.Array  # storage location per surviving file
+    locations: pa.StringArray  # storage location per surviving file
 
     @property
     def num_files(self) -> int:
         return int(self.files.num_rows)
+
+    @cached_property
+    def location_list(self) -> list[str]:
+        """The storage locations as Python strings (one per planned file)."""
+        return [str(x) for x in self.locations.to_pylist()]
 
     @property
     def skipped_files(self) -> int:
@@ -84,7 +89,7 @@ class ScanPlan:
         """The files as task objects (built on demand; engines use the Arrow table)."""
         rows = self.files.to_pylist()
         out = []
-        for row, loc in zip(rows, self.locations.to_pylist(), strict=True):
+        for row, loc in zip(rows, self.location_list, strict=True):
             dv = row.get("deletion_vector")
             ref = None
             if dv and dv.get("storageType"):
@@ -120,7 +125,7 @@ class Scan:
         snapshot: Snapshot,
         *,
         columns: Sequence[str] | None,
-        filter: str | pc.Expression | None,  # noqa: A002
+        filter: str | pc.Expression | None,
     ) -> None:
         self.snapshot = snapshot
         schema = snapshot.schema
@@ -164,8 +169,10 @@ class Scan:
             mask = prune_mask(files, self.filter, self._skip_columns())
             files = files.filter(mask)
         storage = self.snapshot.storage
-        locations = pc.binary_join_element_wise(
-            storage.root + "/", files.column("path").combine_chunks(), ""
+        paths = files.column("path").combine_chunks()
+        prefix = pa.array([storage.root + "/"] * len(paths), pa.string())
+        locations: pa.StringArray = pc.binary_join_element_wise(  # type: ignore[call-overload]
+            prefix, paths, ""
         )
         return ScanPlan(files, total, locations)
 
@@ -224,13 +231,14 @@ def _resolve_column(schema: pa.Schema, name: str) -> str:
 
 
 def _field_type(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
-    typ: pa.DataType = schema.field(path[0]).type
+    typ: Any = schema.field(path[0]).type
     for step in path[1:]:
         typ = typ.field(step).type
-    return typ
+    out: pa.DataType = typ
+    return out
 
 
-def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:  # noqa: A002
+def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:
     if filter is None:
         return None
     if isinstance(filter, str):

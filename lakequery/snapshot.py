@@ -20,10 +20,14 @@ import pyarrow.compute as pc
 
 from lakequery.log_segment import TableState, read_commit_info
 from lakequery.metadata import Metadata
+from lakequery.protocol.column_mapping import (
+    ColumnMappingMode,
+    column_mapping_mode,
+    physical_name_map,
+)
 from lakequery.protocol.features import Protocol
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.column_mapping import column_mapping_mode, physical_name_map
 from lakequery.storage import Storage
 
 if TYPE_CHECKING:
@@ -85,7 +89,7 @@ class Snapshot:
         return TableProperties(self.metadata.configuration)
 
     @property
-    def column_mapping_mode(self) -> str:
+    def column_mapping_mode(self) -> ColumnMappingMode:
         """``none``, ``name`` or ``id``."""
         return column_mapping_mode(
             self.metadata.configuration, self.protocol.supports("columnMapping")
@@ -147,7 +151,8 @@ class Snapshot:
         if specs:
             parts = partition_struct(raw, specs)
             table = table.append_column("partition_values", parts)
-        return table
+        out: pa.Table = table
+        return out
 
     def files(self) -> pa.Table:
         """One row per live file.
@@ -171,9 +176,11 @@ class Snapshot:
         nr = files.column("num_records")
         if nr.null_count:
             return None
-        dv = files.column("deletion_vector")
-        card = pc.struct_field(dv, "cardinality") if files.num_rows else pa.array([], pa.int64())
-        deleted = pc.sum(pc.fill_null(card, 0)).as_py() or 0
+        if files.num_rows == 0:
+            return 0
+        dv = files.column("deletion_vector").combine_chunks()
+        card: Any = pc.struct_field(dv, "cardinality")
+        deleted = pc.sum(pc.fill_null(card, pa.scalar(0, pa.int64()))).as_py() or 0
         return int((pc.sum(nr).as_py() or 0) - deleted)
 
     # -- scanning ----------------------------------------------------------------------------
@@ -181,7 +188,7 @@ class Snapshot:
         self,
         *,
         columns: Sequence[str] | None = None,
-        filter: str | pcx.Expression | None = None,  # noqa: A002 - the ecosystem's name
+        filter: str | pcx.Expression | None = None,
     ) -> Scan:
         """Plans a read of this snapshot.
 

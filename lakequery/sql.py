@@ -33,7 +33,9 @@ def _as_scan(value: TableLike) -> Scan:
         return value.snapshot().scan()
     if isinstance(value, str):
         return DeltaTable(value).snapshot().scan()
-    raise TypeError(f"cannot query a {type(value).__name__}: pass a URI, DeltaTable, Snapshot or Scan")
+    raise TypeError(
+        f"cannot query a {type(value).__name__}: pass a URI, DeltaTable, Snapshot or Scan"
+    )
 
 
 def sql(

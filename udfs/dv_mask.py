@@ -18,7 +18,7 @@ import numpy.typing as npt
 from numba import njit
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc]
+@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
 def _keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.bool_]:
     mask = np.ones(n, dtype=np.bool_)
     i = np.searchsorted(deleted, start)
@@ -32,7 +32,7 @@ def _keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArra
     return mask
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc]
+@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
 def _selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.int64]:
     lo = np.searchsorted(deleted, start)
     hi = np.searchsorted(deleted, start + n)

@@ -71,4 +71,8 @@ def to_numpy(bm: BitMap64) -> np.ndarray:
     """Sorted row indexes as an int64 array."""
     if not len(bm):
         return np.empty(0, dtype=np.int64)
-    return np.asarray(bm.to_array(), dtype=np.int64) if hasattr(bm, "to_array") else np.fromiter(bm, dtype=np.int64, count=len(bm))
+    return (
+        np.asarray(bm.to_array(), dtype=np.int64)
+        if hasattr(bm, "to_array")
+        else np.fromiter(bm, dtype=np.int64, count=len(bm))
+    )

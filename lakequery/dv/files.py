@@ -75,9 +75,13 @@ def _offset(descriptor: Descriptor, head: bytes | None) -> int:
     and a matching size field, else 0 (digest §19 item 2)."""
     if descriptor.offset is not None:
         return descriptor.offset
-    if head is not None and len(head) >= 5 and head[0] == 1:
-        if struct.unpack_from(">I", head, 1)[0] == descriptor.size_in_bytes:
-            return 1
+    if (
+        head is not None
+        and len(head) >= 5
+        and head[0] == 1
+        and struct.unpack_from(">I", head, 1)[0] == descriptor.size_in_bytes
+    ):
+        return 1
     return 0
 
 

@@ -40,5 +40,5 @@ def decode(text: str, size: int | None = None) -> bytes:
     words = (values.reshape(-1, 5).astype(np.uint64) * _POW[None, :]).sum(axis=1)
     if (words > 0xFFFFFFFF).any():
         raise ValueError("Z85 group overflows 32 bits")
-    out = words.astype(">u4").tobytes()
+    out: bytes = words.astype(">u4").tobytes()
     return out if size is None else out[:size]

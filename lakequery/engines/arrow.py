@@ -11,7 +11,7 @@ names, given its partition columns and filtered. Memory stays bounded by a few b
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lakequery.engines.deletion import deleted_rows
-from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
+from lakequery.engines.layout import FileGroup, column_specs, file_groups
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
@@ -35,15 +35,20 @@ BATCH_ROWS = 128 * 1024
 
 
 def _parquet_format() -> ds.ParquetFileFormat:
-    return ds.ParquetFileFormat(
-        read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us")
-    )
+    options: Any = ds.ParquetReadOptions
+    return ds.ParquetFileFormat(read_options=options(coerce_int96_timestamp_unit="us"))
 
 
-def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array:
+def _nulls(n: int, typ: pa.DataType) -> pa.Array[Any]:
+    out: pa.Array[Any] = pa.nulls(n, typ)  # type: ignore[call-overload]
+    return out
+
+
+def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array[Any]:
     if value is None:
-        return pa.nulls(n, typ)
-    return pa.repeat(pa.scalar(value, typ), n)
+        return _nulls(n, typ)
+    out: pa.Array[Any] = pa.repeat(pa.scalar(value, typ), n)  # type: ignore[call-overload]
+    return out
 
 
 class _Reader:
@@ -107,9 +112,9 @@ class _Reader:
         with source:
             pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
             names = set(pf.schema_arrow.names)
-            columns = self.phys.names if self.mode == "id" else [
-                n for n in self.phys.names if n in names
-            ]
+            columns = (
+                self.phys.names if self.mode == "id" else [n for n in self.phys.names if n in names]
+            )
             position = 0
             read_cols = None if self.mode == "id" else columns
             for raw in pf.iter_batches(batch_size=BATCH_ROWS, columns=read_cols):
@@ -131,7 +136,7 @@ class _Reader:
             elif data.schema.get_field_index(s.name) >= 0:
                 arrays[s.name] = data.column(s.name)
             else:
-                arrays[s.name] = pa.nulls(n, s.type)
+                arrays[s.name] = _nulls(n, s.type)
         table = pa.table(arrays)
         if self.filter is not None:
             table = table.filter(self.filter)

@@ -27,8 +27,9 @@ def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
     if plan.num_files == 0:
         return pa.array([], pa.bool_())
     dv = plan.files.column("deletion_vector").combine_chunks()
-    card = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
-    return pc.greater(card, 0)
+    card = pc.fill_null(pc.struct_field(dv, "cardinality"), pa.scalar(0, pa.int64()))
+    mask: pa.BooleanArray = pc.greater(card, pa.scalar(0, pa.int64()))
+    return mask
 
 
 def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.int64]]:
@@ -37,9 +38,11 @@ def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.i
     if not pc.any(mask).as_py():
         return {}
     files = plan.files.filter(mask)
-    locations = plan.locations.filter(mask).to_pylist()
-    descriptors = [Descriptor.from_dict(d) for d in files.column("deletion_vector").to_pylist()]
-    paths = files.column("path").to_pylist()
+    locations = [str(x) for x in plan.locations.filter(mask).to_pylist()]
+    descriptors = [
+        Descriptor.from_dict(d or {}) for d in files.column("deletion_vector").to_pylist()
+    ]
+    paths = [str(x) for x in files.column("path").to_pylist()]
     bitmaps = load_deletion_vectors(
         storage, storage.root, list(zip(paths, descriptors, strict=True))
     )

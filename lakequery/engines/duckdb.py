@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
-from lakequery.errors import ObjectNotFoundError
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import duckdb_type, literal, quote_ident, quote_str
+from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
 
@@ -36,7 +37,10 @@ def _norm(type_name: str) -> str:
 
 
 def _column_sql(
-    spec: ColumnSpec, actual: dict[str, str], values: dict[str, object] | None, mode: ColumnMappingMode
+    spec: ColumnSpec,
+    actual: dict[str, str],
+    values: dict[str, object] | None,
+    mode: ColumnMappingMode,
 ) -> str:
     """SQL for one logical column; partition values are literals, or ``p.<name>`` when
     ``values`` is None (the joined form)."""
@@ -108,8 +112,8 @@ class _Builder:
     def register_partitions(self) -> None:
         plan = self.scan.plan()
         parts = plan.files.column("partition_values").combine_chunks()
-        locs = [self.storage.duckdb_path(p) for p in plan.locations.to_pylist()]
-        cols = {s.name: parts.field(s.name) for s in self.specs if s.partition}
+        locs = [self.storage.duckdb_path(p) for p in plan.location_list]
+        cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
     def register_deletions(self, deleted: dict[str, np.ndarray]) -> None:
@@ -124,7 +128,9 @@ class _Builder:
         self.dv_table = self._register("dv", table)
 
     def branch_sql(self, branch: _Branch) -> str:
-        files = "[" + ", ".join(quote_str(self.storage.duckdb_path(p)) for p in branch.locations) + "]"
+        files = (
+            "[" + ", ".join(quote_str(self.storage.duckdb_path(p)) for p in branch.locations) + "]"
+        )
         options = "union_by_name=true"
         joined = branch.values is None
         if joined or branch.deletion_vectors:
@@ -135,10 +141,13 @@ class _Builder:
         actual: dict[str, str] = {}
         if any(not s.partition for s in self.specs):
             actual = _bind_types(self.con, source, branch.locations)
-        select = ", ".join(
-            f"{_column_sql(s, actual, branch.values, self.mode)} AS {quote_ident(s.name)}"
-            for s in self.specs
-        ) or "1 AS _lq_dummy"
+        select = (
+            ", ".join(
+                f"{_column_sql(s, actual, branch.values, self.mode)} AS {quote_ident(s.name)}"
+                for s in self.specs
+            )
+            or "1 AS _lq_dummy"
+        )
         sql = f"SELECT {select} FROM {source} AS d"
         if joined:
             sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"

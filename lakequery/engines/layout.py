@@ -7,11 +7,10 @@ share them is decided here, once.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,7 +61,7 @@ def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGrou
     """Groups the plan's files by the partition values of ``partition_names``."""
     locations = plan.locations
     if not partition_names or plan.num_files == 0:
-        return [FileGroup({}, locations.to_pylist())] if plan.num_files else []
+        return [FileGroup({}, plan.location_list)] if plan.num_files else []
     parts = plan.files.column("partition_values").combine_chunks()
     cols = {f"p{i}": pc.struct_field(parts, n) for i, n in enumerate(partition_names)}
     table = pa.table({**cols, "loc": locations})
@@ -72,7 +71,7 @@ def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGrou
     out = []
     for row in grouped.to_pylist():
         values = {n: row[f"p{i}"] for i, n in enumerate(partition_names)}
-        out.append(FileGroup(values, list(row["loc_list"])))
+        out.append(FileGroup(values, [str(x) for x in row["loc_list"]]))
     return out
 
 
@@ -86,6 +85,6 @@ def require_local_files(scan: Scan) -> None:
     storage = scan.snapshot.storage
     if storage.protocol != "file":
         return
-    for loc in scan.plan().locations.to_pylist():
+    for loc in scan.plan().location_list:
         if not os.path.exists(loc):
             raise ObjectNotFoundError(loc, "read data file")

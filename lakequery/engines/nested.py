@@ -53,7 +53,11 @@ def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
     """Renames struct fields by position to logical names (the scan schema fixes order)."""
     if isinstance(t, StructType):
         out = expr.struct.rename_fields([f.name for f in t.fields])
-        inner = [polars_relabel(pl.field(f.name), f.type).alias(f.name) for f in t.fields if has_struct(f.type)]
+        inner = [
+            polars_relabel(pl.field(f.name), f.type).alias(f.name)
+            for f in t.fields
+            if has_struct(f.type)
+        ]
         return out.struct.with_fields(inner) if inner else out
     if isinstance(t, ArrayType) and has_struct(t.element):
         return expr.list.eval(polars_relabel(pl.element(), t.element))

@@ -17,9 +17,6 @@ import polars as pl
 import pyarrow as pa
 
 from lakequery.engines.deletion import deleted_rows
-from lakequery.errors import DeletionVectorError
-from udfs.dv_mask import keep_mask
-
 from lakequery.engines.layout import (
     ColumnSpec,
     FileGroup,
@@ -28,9 +25,11 @@ from lakequery.engines.layout import (
     require_local_files,
 )
 from lakequery.engines.nested import has_struct, polars_can_relabel, polars_relabel
+from lakequery.errors import DeletionVectorError
+from lakequery.protocol.column_mapping import physical_schema
 from lakequery.protocol.predicates import to_polars
 from lakequery.protocol.schema import DeltaType, PrimitiveType, TypeChange, type_changes
-from lakequery.protocol.column_mapping import physical_schema
+from udfs.dv_mask import keep_mask
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -63,7 +62,9 @@ def _deletion_callback(
             key = path[len("file://") :] if path.startswith("file://") else path
             mask = masks.get(key)
             out.append(None if mask is None else mask.tolist())
-        return pl.DataFrame({"selection_vector": out}, schema={"selection_vector": pl.List(pl.Boolean)})
+        return pl.DataFrame(
+            {"selection_vector": out}, schema={"selection_vector": pl.List(pl.Boolean)}
+        )
 
     return callback
 
@@ -74,7 +75,9 @@ def _keep_masks(scan: Scan) -> dict[str, npt.NDArray[np.bool_]]:
     deleted = deleted_rows(plan, scan.snapshot.storage)
     if not deleted:
         return {}
-    counts = dict(zip(plan.locations.to_pylist(), plan.files.column("num_records").to_pylist(), strict=True))
+    counts = dict(
+        zip(plan.locations.to_pylist(), plan.files.column("num_records").to_pylist(), strict=True)
+    )
     masks = {}
     for loc, rows in deleted.items():
         n = counts.get(loc)
@@ -96,7 +99,9 @@ def _group_frame(
     schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
     paths, options = scan.snapshot.storage.polars_source(group.locations)
     extra: dict[str, object] = {}
-    local_masks = {p: masks[loc] for p, loc in zip(paths, group.locations, strict=True) if loc in masks}
+    local_masks = {
+        p: masks[loc] for p, loc in zip(paths, group.locations, strict=True) if loc in masks
+    }
     if local_masks:
         extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local_masks))
     lf = pl.scan_parquet(

@@ -8,6 +8,7 @@ loops over actions in Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -126,7 +127,7 @@ def check_paths(con: duckdb.DuckDBPyConnection, adds: pa.Table, *, root: str) ->
 
 def latest_non_file_actions(
     con: duckdb.DuckDBPyConnection, actions: str
-) -> dict[str, list[tuple[int, dict[str, object]]]]:
+) -> dict[str, list[tuple[int, dict[str, Any]]]]:
     """The non-file actions that survive replay, newest first where order matters.
 
     Returns ``{"protocol": [(v, action)], "metaData": [...], "txn": [...],
@@ -134,7 +135,7 @@ def latest_non_file_actions(
     latest txn per appId and the latest domainMetadata per domain (tombstones included;
     the caller drops ``removed`` domains).
     """
-    out: dict[str, list[tuple[int, dict[str, object]]]] = {}
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for name in ("protocol", "metaData"):
         rows = con.sql(
             f'SELECT version, "{name}" FROM {actions} WHERE "{name}" IS NOT NULL '
