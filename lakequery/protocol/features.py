@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from lakequery.errors import ProtocolError, UnsupportedFeatureError
