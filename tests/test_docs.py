@@ -1,0 +1,42 @@
+"""The README's Python examples and the docstring examples run as written."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import lakequery
+
+ROOT = Path(__file__).resolve().parents[1]
+# ```python blocks are runnable examples; ```py blocks (e.g. a real S3 bucket) are not.
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_has_examples() -> None:
+    assert len(BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example_runs(index: int) -> None:
+    code = compile(BLOCKS[index], f"README.md[python block {index}]", "exec")
+    exec(code, {"__name__": "readme_example"})
+
+
+def _modules() -> list[str]:
+    names = ["lakequery"]
+    for info in pkgutil.walk_packages(lakequery.__path__, "lakequery."):
+        if not info.name.endswith(".__main__"):
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
