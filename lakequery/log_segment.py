@@ -48,6 +48,13 @@ class TableState:
     segment: LogSegment
 
 
+def internal_connection() -> duckdb.DuckDBPyConnection:
+    """A private DuckDB connection for log work (row order never matters there)."""
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
 def log_dir(storage: Storage) -> str:
     return storage.join("_delta_log")
 
@@ -90,7 +97,7 @@ def load_state(
     storage: Storage, version: int | None, con: duckdb.DuckDBPyConnection | None = None
 ) -> TableState:
     """Reconstructs the table state at ``version`` (latest when None)."""
-    con = con or duckdb.connect()
+    con = con or internal_connection()
     listing = find_listing(storage, version)
     reader = LogReader(storage, con)
     listed_from_start = False

@@ -7,6 +7,7 @@ checkpoint lacks become NULL). Everything downstream sees only this shape.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 DV_FIELDS: tuple[tuple[str, str], ...] = (
@@ -111,9 +112,11 @@ def action_type(name: str) -> str:
     return _struct(ACTIONS[name])
 
 
-def json_columns(*, with_commit_info: bool = False) -> dict[str, str]:
-    """The ``columns`` argument for DuckDB's ``read_json`` over commit files."""
-    cols = {name: action_type(name) for name in ACTIONS}
-    if with_commit_info:
-        cols["commitInfo"] = "JSON"
-    return cols
+def _structure(fields: tuple[tuple[str, str], ...]) -> dict[str, object]:
+    return {n: _structure(DV_FIELDS) if t == DV_TYPE else t for n, t in fields}
+
+
+def json_structure() -> str:
+    """The structure argument of DuckDB's ``from_json`` that parses one log line into the
+    canonical action columns (unknown actions and fields are ignored)."""
+    return json.dumps({name: _structure(fields) for name, fields in ACTIONS.items()})

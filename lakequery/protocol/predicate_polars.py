@@ -1,0 +1,176 @@
+"""Render predicates as Polars expressions."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from functools import lru_cache, reduce
+
+import polars as pl
+import pyarrow as pa
+
+from lakequery.protocol.predicate_ast import (
+    And,
+    Arith,
+    Between,
+    Column,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Literal,
+    Not,
+    Or,
+)
+from lakequery.protocol.predicate_types import infer_literal_type, infer_type, is_float_expr
+
+
+@lru_cache(maxsize=256)
+def polars_dtype(t: pa.DataType) -> pl.DataType:
+    """The Polars dtype Polars itself gives an Arrow column of type ``t``."""
+    return pl.from_arrow(pa.array([], type=t)).dtype  # type: ignore[union-attr]
+
+
+def _literal(lit: Literal) -> pl.Expr:
+    t = lit.type if lit.type is not None else infer_literal_type(lit.value)
+    value = lit.value
+    if isinstance(value, Decimal) and pa.types.is_floating(t):
+        value = float(value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc)
+    return pl.lit(value, dtype=polars_dtype(t))
+
+
+def _column(path: tuple[str, ...]) -> pl.Expr:
+    expr = pl.col(path[0])
+    for name in path[1:]:
+        expr = expr.struct.field(name)
+    return expr
+
+
+def _regex_escape(text: str) -> str:
+    return "".join(ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):X}}}" for ch in text)
+
+
+def _like(x: pl.Expr, pattern: str) -> pl.Expr:
+    if "_" not in pattern:
+        core = pattern.strip("%")
+        if "%" not in core:
+            starts, ends = pattern.startswith("%"), pattern.endswith("%")
+            if not pattern:
+                return x == pl.lit("", dtype=pl.String)
+            if not core:  # only '%'
+                return pl.when(x.is_null()).then(None).otherwise(True)
+            if starts and ends:
+                return x.str.contains(core, literal=True)
+            if ends:
+                return x.str.starts_with(core)
+            if starts:
+                return x.str.ends_with(core)
+            return x == pl.lit(core, dtype=pl.String)
+    parts = []
+    for ch in pattern:
+        parts.append(".*" if ch == "%" else "." if ch == "_" else _regex_escape(ch))
+    return x.str.contains("(?s)^" + "".join(parts) + "$")
+
+
+class _Renderer:
+    def render(self, e: Expr) -> pl.Expr:
+        if isinstance(e, Column):
+            return _column(e.path)
+        if isinstance(e, Literal):
+            return _literal(e)
+        if isinstance(e, Compare):
+            return self.compare(e.op, e.left, e.right)
+        if isinstance(e, Arith):
+            x, y = self.render(e.left), self.render(e.right)
+            if e.op == "/":
+                return x.cast(pl.Float64) / y.cast(pl.Float64)
+            if e.op == "+":
+                return x + y
+            if e.op == "-":
+                return x - y
+            return x * y
+        if isinstance(e, And):
+            return reduce(lambda a, b: a & b, [self.render(i) for i in e.items])
+        if isinstance(e, Or):
+            return reduce(lambda a, b: a | b, [self.render(i) for i in e.items])
+        if isinstance(e, Not):
+            return ~self.render(e.item)
+        if isinstance(e, IsNull):
+            x = self.render(e.operand)
+            return x.is_not_null() if e.negated else x.is_null()
+        if isinstance(e, In):
+            result = self.is_in(e)
+        elif isinstance(e, Between):
+            if e.negated:
+                return self.compare("<", e.operand, e.low) | self.compare(">", e.operand, e.high)
+            return self.compare(">=", e.operand, e.low) & self.compare("<=", e.operand, e.high)
+        else:
+            result = _like(self.render(e.operand), e.pattern)
+        return ~result if e.negated else result
+
+    def compare(self, op: str, left: Expr, right: Expr) -> pl.Expr:
+        x, y = self.render(left), self.render(right)
+        if op == "=":
+            return x == y
+        if op == "!=":
+            return x != y
+        if op == "<":
+            return x < y
+        if op == "<=":
+            return x <= y
+        if op == ">":
+            return x > y
+        return x >= y
+
+    def is_in(self, e: In) -> pl.Expr:
+        if not e.values:
+            return pl.lit(False)
+        operand_type = infer_type(e.operand)
+        literal_types = {v.type for v in e.values if isinstance(v, Literal)}
+        simple = (
+            operand_type is not None
+            and not is_float_expr(e.operand)
+            and all(isinstance(v, Literal) for v in e.values)
+            and literal_types <= {operand_type}
+        )
+        if not simple:
+            return reduce(lambda a, b: a | b, [self.compare("=", e.operand, v) for v in e.values])
+        assert operand_type is not None
+        present = [v.value for v in e.values if isinstance(v, Literal) and v.value is not None]
+        x = self.render(e.operand)
+        values = pl.Series(values=pa.array(present, type=operand_type))
+        found = pl.when(x.is_null()).then(None).otherwise(x.is_in(values.implode()))
+        if len(present) < len(e.values):  # a NULL in the list: no match is NULL
+            return pl.when(found).then(True).otherwise(None)
+        return found
+
+
+def to_polars(expr: Expr) -> pl.Expr:
+    """Render a predicate as a Polars expression.
+
+    The expression has the same SQL semantics as :func:`to_duckdb_sql`. ``LIKE``
+    becomes ``str.starts_with`` / ``ends_with`` / ``contains`` when the pattern allows,
+    else an anchored regular expression.
+
+    Args:
+        expr: The (preferably bound) predicate.
+
+    Returns:
+        A boolean Polars expression.
+
+    Example:
+        >>> import polars as pl
+        >>> from lakequery.protocol.predicates import parse_predicate, to_polars
+        >>> pl.DataFrame({"s": ["ab", "b", None]}).filter(to_polars(parse_predicate("s LIKE 'a%'")))
+        shape: (1, 1)
+        ┌─────┐
+        │ s   │
+        │ --- │
+        │ str │
+        ╞═════╡
+        │ ab  │
+        └─────┘
+    """
+    return _Renderer().render(expr)

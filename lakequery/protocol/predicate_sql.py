@@ -1,0 +1,196 @@
+"""Render predicates as DuckDB SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.types as pat
+
+from lakequery.errors import PredicateError
+from lakequery.protocol.predicate_ast import (
+    And,
+    Arith,
+    Between,
+    Column,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Literal,
+    Not,
+    Or,
+)
+from lakequery.protocol.predicate_types import (
+    category,
+    decimal_params,
+    timestamp_params,
+    timestamp_type,
+)
+
+_INT_NAMES = {
+    (8, True): "TINYINT",
+    (16, True): "SMALLINT",
+    (32, True): "INTEGER",
+    (64, True): "BIGINT",
+    (8, False): "UTINYINT",
+    (16, False): "USMALLINT",
+    (32, False): "UINTEGER",
+    (64, False): "UBIGINT",
+}
+_TIMESTAMP_NAMES = {
+    "s": "TIMESTAMP_S",
+    "ms": "TIMESTAMP_MS",
+    "us": "TIMESTAMP",
+    "ns": "TIMESTAMP_NS",
+}
+_SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB SQL type name of an Arrow type.
+
+    Args:
+        t: A primitive Arrow type.
+
+    Returns:
+        E.g. ``BIGINT``, ``DECIMAL(10,2)``, ``VARCHAR``, ``TIMESTAMPTZ``.
+
+    Raises:
+        PredicateError: The type has no DuckDB literal form here (nested, time, ...).
+    """
+    cat = category(t)
+    if cat == "int":
+        return _INT_NAMES[(t.bit_width, pat.is_signed_integer(t))]
+    if cat == "float":
+        return "DOUBLE" if pat.is_float64(t) else "FLOAT"
+    if cat == "decimal":
+        precision, scale = decimal_params(t)
+        if precision > 38:
+            raise PredicateError(str(t), "DuckDB decimals have at most 38 digits")
+        return f"DECIMAL({precision},{scale})"
+    if cat == "timestamp_tz":
+        return "TIMESTAMPTZ"
+    if cat == "timestamp":
+        return _TIMESTAMP_NAMES[timestamp_params(t)[0]]
+    named = {"bool": "BOOLEAN", "string": "VARCHAR", "binary": "BLOB", "date": "DATE"}
+    if cat in named:
+        return named[cat]
+    raise PredicateError(str(t), f"type {t} is not supported in predicates")
+
+
+def quote_identifier(name: str) -> str:
+    """Double-quote a SQL identifier (doubling embedded quotes)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_string(value: str) -> str:
+    """A SQL string literal; NUL characters are spliced in with ``chr(0)``."""
+    parts = ["'" + part.replace("'", "''") + "'" for part in value.split("\x00")]
+    return parts[0] if len(parts) == 1 else "(" + " || chr(0) || ".join(parts) + ")"
+
+
+def _timestamp_text(value: dt.datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.isoformat(sep=" ", timespec="microseconds") + "+00"
+    return value.isoformat(sep=" ", timespec="microseconds")
+
+
+def sql_literal(lit: Literal) -> str:
+    """Render a literal as a typed DuckDB SQL literal.
+
+    Args:
+        lit: The literal (typed or not).
+
+    Returns:
+        SQL text, e.g. ``CAST(3 AS INTEGER)``, ``DATE '2026-11-01'``, ``'it''s'``.
+
+    Raises:
+        PredicateError: The value has no SQL form.
+    """
+    v, t = lit.value, lit.type
+    if v is None:
+        return "NULL" if t is None or pat.is_null(t) else f"CAST(NULL AS {duckdb_type(t)})"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v) if t is None else f"CAST({v} AS {duckdb_type(t)})"
+    if isinstance(v, float):
+        text = repr(v)
+        type_name = "DOUBLE" if t is None else duckdb_type(t)
+        return f"CAST('{text}' AS {type_name})"
+    if isinstance(v, Decimal):
+        text = format(v, "f")
+        return text if t is None else f"CAST('{text}' AS {duckdb_type(t)})"
+    if isinstance(v, str):
+        return quote_string(v)
+    if isinstance(v, bytes):
+        return f"unhex('{v.hex()}')"
+    if isinstance(v, dt.datetime):
+        if t is None:
+            t = timestamp_type("us", "UTC" if v.tzinfo is not None else None)
+        return f"CAST('{_timestamp_text(v)}' AS {duckdb_type(t)})"
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    raise PredicateError(lit, f"literal of Python type {type(v).__name__} has no SQL form")
+
+
+def default_column_sql(path: tuple[str, ...]) -> str:
+    """``"a"."b"`` for the path ``("a", "b")``."""
+    return ".".join(quote_identifier(p) for p in path)
+
+
+def to_duckdb_sql(expr: Expr, column_sql: Callable[[tuple[str, ...]], str] | None = None) -> str:
+    """Render a predicate as a DuckDB SQL boolean expression.
+
+    Args:
+        expr: The (preferably bound) predicate.
+        column_sql: Maps a column path to SQL; default quotes each name (``"a"."b"``).
+
+    Returns:
+        SQL text with every compound parenthesised and literals typed.
+
+    Raises:
+        PredicateError: A literal has no SQL form.
+
+    Example:
+        >>> from lakequery.protocol.predicates import parse_predicate, to_duckdb_sql
+        >>> to_duckdb_sql(parse_predicate("a > 3 AND s.x LIKE 'ab%'"))
+        '(("a" > 3) AND ("s"."x" LIKE \\'ab%\\'))'
+    """
+    col = column_sql or default_column_sql
+
+    def r(e: Expr) -> str:
+        if isinstance(e, Column):
+            return col(e.path)
+        if isinstance(e, Literal):
+            return sql_literal(e)
+        if isinstance(e, Compare):
+            return f"({r(e.left)} {_SQL_OPS[e.op]} {r(e.right)})"
+        if isinstance(e, Arith):
+            if e.op == "/":
+                return f"(CAST({r(e.left)} AS DOUBLE) / CAST({r(e.right)} AS DOUBLE))"
+            return f"({r(e.left)} {e.op} {r(e.right)})"
+        if isinstance(e, And | Or):
+            word = " AND " if isinstance(e, And) else " OR "
+            return "(" + word.join(r(i) for i in e.items) + ")"
+        if isinstance(e, Not):
+            return f"(NOT {r(e.item)})"
+        neg = " NOT" if e.negated else ""
+        if isinstance(e, IsNull):
+            return f"({r(e.operand)} IS{neg} NULL)"
+        if isinstance(e, In):
+            if not e.values:
+                return "TRUE" if e.negated else "FALSE"
+            return f"({r(e.operand)}{neg} IN ({', '.join(r(v) for v in e.values)}))"
+        if isinstance(e, Between):
+            x = r(e.operand)
+            if e.negated:
+                return f"(({x} < {r(e.low)}) OR ({x} > {r(e.high)}))"
+            return f"(({x} >= {r(e.low)}) AND ({x} <= {r(e.high)}))"
+        return f"({r(e.operand)}{neg} LIKE {quote_string(e.pattern)})"
+
+    return r(expr)

@@ -1,0 +1,410 @@
+"""Arrow type helpers of the predicate language: categories, literal typing and coercion.
+
+The renderers, :func:`~lakequery.protocol.predicates.bind` and data skipping agree on one
+rule: a literal compared with (or combined with) a column takes the column's type when
+its value converts exactly enough (see :func:`coerce_literal`), so every engine compares
+values of the same type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal, InvalidOperation, localcontext
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pat
+
+from lakequery.errors import PredicateError
+from lakequery.protocol.predicate_ast import (
+    And,
+    Arith,
+    Between,
+    Column,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Or,
+)
+
+_UTC = dt.timezone.utc
+_F32_MAX = float(np.finfo(np.float32).max)
+_INT64 = pa.int64()
+_FLOAT64 = pa.float64()
+
+
+_DECIMAL_TYPES = (pa.Decimal32Type, pa.Decimal64Type, pa.Decimal128Type, pa.Decimal256Type)
+
+
+def decimal_params(t: pa.DataType) -> tuple[int, int]:
+    """``(precision, scale)`` of a decimal type."""
+    assert isinstance(t, _DECIMAL_TYPES)
+    return int(t.precision), int(t.scale)
+
+
+def timestamp_params(t: pa.DataType) -> tuple[str, str | None]:
+    """``(unit, tz)`` of a timestamp type."""
+    assert isinstance(t, pa.TimestampType)
+    return str(t.unit), t.tz
+
+
+def timestamp_type(unit: str, tz: str | None) -> pa.DataType:
+    """``pa.timestamp(unit, tz)`` (typed loosely for mypy)."""
+    make: Any = pa.timestamp
+    result: pa.DataType = make(unit, tz=tz)
+    return result
+
+
+def parse_iso_timestamp(text: str) -> dt.datetime:
+    """Parse ``YYYY-MM-DD[( |T)HH:MM[:SS[.f...]]][Z|±HH[:MM]]`` into a datetime.
+
+    Args:
+        text: The timestamp text; at most microsecond precision.
+
+    Returns:
+        A naive datetime when the text has no offset, else an aware one converted to UTC.
+
+    Raises:
+        ValueError: The text is not such a timestamp.
+    """
+    s = text.strip()
+    if len(s) > 10 and s[10] in "tT ":
+        s = s[:10] + "T" + s[11:]
+    if s.endswith(("z", "Z")):
+        s = s[:-1] + "+00:00"
+    frac_start = s.find(".", 11)
+    if frac_start > 0:
+        frac_end = frac_start + 1
+        while frac_end < len(s) and s[frac_end].isdigit():
+            frac_end += 1
+        if frac_end - frac_start - 1 > 6 and set(s[frac_start + 7 : frac_end]) != {"0"}:
+            raise ValueError(f"timestamp {text!r} is more precise than microseconds")
+    value = dt.datetime.fromisoformat(s)
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc)
+    return value
+
+
+def category(t: pa.DataType) -> str:
+    """Classify an Arrow type for comparison purposes.
+
+    Args:
+        t: An Arrow type.
+
+    Returns:
+        One of ``int``, ``float``, ``decimal``, ``bool``, ``string``, ``binary``,
+        ``date``, ``timestamp`` (no zone), ``timestamp_tz``, ``null``, ``nested`` or
+        ``other``.
+    """
+    if pat.is_integer(t):
+        return "int"
+    if pat.is_floating(t):
+        return "float"
+    if pat.is_decimal(t):
+        return "decimal"
+    if pat.is_boolean(t):
+        return "bool"
+    if pat.is_string(t) or pat.is_large_string(t) or pat.is_string_view(t):
+        return "string"
+    if (
+        pat.is_binary(t)
+        or pat.is_large_binary(t)
+        or pat.is_fixed_size_binary(t)
+        or pat.is_binary_view(t)
+    ):
+        return "binary"
+    if pat.is_date(t):
+        return "date"
+    if pat.is_timestamp(t):
+        return "timestamp_tz" if timestamp_params(t)[1] is not None else "timestamp"
+    if pat.is_null(t):
+        return "null"
+    if pat.is_nested(t):
+        return "nested"
+    return "other"
+
+
+NUMERIC = frozenset({"int", "float", "decimal"})
+
+
+def comparable(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether values of the two types can be compared with ``= < >``.
+
+    Args:
+        a: One type.
+        b: The other type.
+
+    Returns:
+        True for two numeric types, two types of the same category (except nested and
+        other) and whenever one side is the null type.
+    """
+    ca, cb = category(a), category(b)
+    if "null" in (ca, cb):
+        return True
+    if ca in NUMERIC and cb in NUMERIC:
+        return True
+    return ca == cb and ca not in ("nested", "other")
+
+
+def infer_literal_type(value: Any) -> pa.DataType:
+    """The Arrow type a literal value has on its own.
+
+    Args:
+        value: A Python literal value.
+
+    Returns:
+        ``null``, ``bool``, ``int64`` (``uint64`` / ``decimal128(38, 0)`` when larger),
+        ``float64``, ``decimal128(p, s)``, ``string``, ``binary``, ``date32`` or
+        ``timestamp[us]`` (``timestamp[us, UTC]`` when timezone-aware).
+
+    Raises:
+        PredicateError: The value cannot be a literal.
+    """
+    if value is None:
+        return pa.null()
+    if isinstance(value, bool):
+        return pa.bool_()
+    if isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            return _INT64
+        if 0 <= value < 2**64:
+            return pa.uint64()
+        if len(str(abs(value))) <= 38:
+            return pa.decimal128(38, 0)
+        raise PredicateError(value, "integer literal has more than 38 digits")
+    if isinstance(value, float):
+        return _FLOAT64
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return _FLOAT64
+        precision, scale = decimal_shape(value)
+        if precision > 38:
+            raise PredicateError(value, "decimal literal has more than 38 digits")
+        return pa.decimal128(precision, scale)
+    if isinstance(value, str):
+        return pa.string()
+    if isinstance(value, bytes):
+        return pa.binary()
+    if isinstance(value, dt.datetime):
+        return timestamp_type("us", "UTC" if value.tzinfo is not None else None)
+    if isinstance(value, dt.date):
+        return pa.date32()
+    raise PredicateError(value, f"unsupported literal of Python type {type(value).__name__}")
+
+
+def decimal_shape(value: Decimal) -> tuple[int, int]:
+    """The smallest ``(precision, scale)`` holding a finite decimal exactly.
+
+    Args:
+        value: A finite decimal.
+
+    Returns:
+        ``(precision, scale)`` with ``precision >= 1`` and ``scale >= 0``.
+    """
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    scale = max(0, -exponent)
+    int_digits = max(0, len(digits) + exponent)
+    return max(1, int_digits + scale), scale
+
+
+def _fail(lit: Literal, target: pa.DataType, context: object) -> PredicateError:
+    return PredicateError(
+        context, f"cannot compare {category(target)} ({target}) with {lit.value!r}"
+    )
+
+
+def _to_int(lit: Literal, value: int, target: pa.DataType, arith: bool) -> Literal:
+    if not arith:
+        width = target.bit_width
+        low, high = (
+            (0, 2**width - 1)
+            if pat.is_unsigned_integer(target)
+            else (
+                -(2 ** (width - 1)),
+                2 ** (width - 1) - 1,
+            )
+        )
+        if low <= value <= high:
+            return Literal(value, target)
+    if -(2**63) <= value < 2**63:
+        return Literal(value, _INT64)
+    if 0 <= value < 2**64 and pat.is_unsigned_integer(target):
+        return Literal(value, pa.uint64())
+    raise PredicateError(lit.value, f"integer literal {value} is out of range for {target}")
+
+
+def _parse_number(text: str) -> int | Decimal | float:
+    s = text.strip()
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return float(s)  # raises ValueError when not a number at all
+    return d if d.is_finite() else float(s)
+
+
+def _coerce_number(lit: Literal, value: Any, target: pa.DataType, arith: bool) -> Literal:
+    cat = category(target)
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        return Literal(value, target if cat == "float" else _FLOAT64)
+    if isinstance(value, Decimal) and not value.is_finite():
+        return Literal(float(value), target if cat == "float" else _FLOAT64)
+    if cat == "int":
+        if isinstance(value, int):
+            return _to_int(lit, value, target, arith)
+        if value == int(value):
+            return _to_int(lit, int(value), target, arith)
+        return Literal(float(value), _FLOAT64)
+    if cat == "float":
+        f = float(value)
+        if pat.is_float64(target) or abs(f) > _F32_MAX:
+            return Literal(f, _FLOAT64 if not pat.is_float64(target) else target)
+        return Literal(float(np.float32(f)), target)
+    # decimal target
+    with localcontext() as ctx:
+        ctx.prec = 200
+        d = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        precision, scale = decimal_params(target)
+        p_lit, s_lit = decimal_shape(d)
+        if s_lit <= scale and p_lit - s_lit <= precision - scale:
+            return Literal(d.quantize(Decimal(1).scaleb(-scale)), target)
+        new_scale = max(scale, s_lit)
+        new_precision = max(precision - scale, p_lit - s_lit) + new_scale
+        if new_precision > 38:
+            raise PredicateError(value, f"decimal literal {d} does not fit {target}")
+        return Literal(
+            d.quantize(Decimal(1).scaleb(-new_scale)), pa.decimal128(new_precision, new_scale)
+        )
+
+
+def _coerce_timestamp(value: Any, target: pa.DataType) -> Literal:
+    if isinstance(value, str):
+        value = parse_iso_timestamp(value)
+    elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime.combine(value, dt.time())
+    if not isinstance(value, dt.datetime):
+        raise ValueError("not a timestamp")
+    unit, tz = timestamp_params(target)
+    if tz is not None:
+        value = value.astimezone(_UTC) if value.tzinfo is not None else value.replace(tzinfo=_UTC)
+    elif value.tzinfo is not None:
+        raise ValueError("a timestamp_ntz column is compared with a zoned timestamp")
+    if (unit == "s" and value.microsecond) or (unit == "ms" and value.microsecond % 1000):
+        return Literal(value, timestamp_type("us", tz))
+    return Literal(value, target)
+
+
+def coerce_literal(
+    lit: Literal, target: pa.DataType | None, context: object, *, arith: bool = False
+) -> Literal:
+    """Give a literal the type of the expression it meets.
+
+    Strings are parsed for non-string targets (``'2026-11-01'`` for a date,
+    ISO-8601 text for timestamps, numbers, ``'true'``/``'false'``). Naive timestamps meet
+    a zoned column as UTC. A value the target type cannot hold exactly keeps a wider type
+    of the same family (``1.5`` against an integer column stays a ``float64``; an integer
+    beyond the column's range becomes ``int64``; a decimal with more digits gets a wider
+    decimal type), so comparisons keep their mathematical meaning.
+
+    Args:
+        lit: The literal.
+        target: The type of the other operand (``None``: unknown, infer from the value).
+        context: The predicate named in errors.
+        arith: The literal is an operand of ``+ - * /``: integers become ``int64`` so that
+            arithmetic on narrow integer columns does not overflow.
+
+    Returns:
+        A typed literal.
+
+    Raises:
+        PredicateError: The value cannot be converted to the target's family.
+    """
+    value = lit.value
+    if target is None or pat.is_null(target):
+        return lit if lit.type is not None else Literal(value, infer_literal_type(value))
+    if value is None:
+        return Literal(None, target)
+    cat = category(target)
+    try:
+        if cat in NUMERIC:
+            if isinstance(value, str):
+                value = _parse_number(value)
+            return _coerce_number(lit, value, target, arith)
+        if cat == "bool":
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                value = value.strip().lower() == "true"
+            if isinstance(value, bool):
+                return Literal(value, target)
+        elif cat == "string":
+            if isinstance(value, str):
+                return Literal(value, target)
+        elif cat == "binary":
+            if isinstance(value, str | bytes):
+                return Literal(value.encode() if isinstance(value, str) else value, target)
+        elif cat == "date":
+            if isinstance(value, str):
+                value = dt.date.fromisoformat(value.strip())
+            if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+                return Literal(value, target)
+        elif cat in ("timestamp", "timestamp_tz"):
+            return _coerce_timestamp(value, target)
+    except (ValueError, TypeError, OverflowError, InvalidOperation) as exc:
+        raise PredicateError(
+            context, f"cannot compare {category(target)} ({target}) with {lit.value!r}: {exc}"
+        ) from None
+    raise _fail(lit, target, context)
+
+
+def _arith_type(op: str, a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
+    if op == "/":
+        return _FLOAT64
+    if a is None or b is None:
+        return None
+    ca, cb = category(a), category(b)
+    if "float" in (ca, cb):
+        if pat.is_float32(a) and pat.is_float32(b):
+            return a
+        return _FLOAT64
+    if "decimal" in (ca, cb):
+        scale = max(decimal_params(t)[1] for t in (a, b) if pat.is_decimal(t))
+        return pa.decimal128(38, scale)
+    if ca == "int" and cb == "int":
+        return _INT64
+    return a if cb == "null" else b
+
+
+def infer_type(expr: Expr) -> pa.DataType | None:
+    """The result type of an expression, as far as it is known.
+
+    Args:
+        expr: A node (bound trees give exact column types).
+
+    Returns:
+        The Arrow type, or ``None`` for an unbound column.
+    """
+    if isinstance(expr, Column):
+        return expr.type
+    if isinstance(expr, Literal):
+        return expr.type if expr.type is not None else infer_literal_type(expr.value)
+    if isinstance(expr, Arith):
+        return _arith_type(expr.op, infer_type(expr.left), infer_type(expr.right))
+    assert isinstance(expr, Compare | And | Or | Not | IsNull | In | Between | Like)
+    return pa.bool_()
+
+
+def is_float_expr(expr: Expr) -> bool:
+    """Whether an expression may produce floating point values (and so NaN)."""
+    t = infer_type(expr)
+    return t is not None and pat.is_floating(t)

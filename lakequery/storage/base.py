@@ -1,0 +1,267 @@
+"""The storage contract every backend honours, and the parts backends share.
+
+A :class:`Storage` addresses one table root. Locations handed to and returned by it are
+*full* locations in the form :meth:`Storage.join` produces (an absolute OS path for
+local tables, ``s3://bucket/key`` or ``memory://name/key`` otherwise).
+
+Guarantees (checked for every backend by ``tests/storage/test_contract.py``):
+
+* :meth:`Storage.put_if_absent` is an atomic create-if-absent: of many concurrent
+  writers of one name exactly one wins, and readers never see partial content.
+* :meth:`Storage.list_from` lists the files directly inside a directory in
+  lexicographic order starting at a key, and is never served from a cache, so a
+  listing right after a write sees the new file (read-after-write).
+* Failures raise :class:`~lakequery.errors.StorageError` naming the location; a missing
+  object raises :class:`~lakequery.errors.ObjectNotFoundError` (a ``FileNotFoundError``).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakequery.errors import LakeQueryError, ObjectNotFoundError, StorageError
+from lakequery.storage import bridges
+
+if TYPE_CHECKING:
+    import duckdb
+    import fsspec
+    import pyarrow.fs
+
+#: Operations for which a missing object is reported as :class:`ObjectNotFoundError`.
+_READ_OPERATIONS = frozenset({"exists", "read", "read_range", "size"})
+
+#: Upper bound on the threads :meth:`Storage.read_many` uses.
+MAX_READ_THREADS = 32
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file found by :meth:`Storage.list_from`.
+
+    Attributes:
+        path: Full location, usable with :meth:`Storage.read` (same form as
+            :meth:`Storage.join` returns).
+        name: Base name of the file.
+        size: Size in bytes.
+        modified_ms: Modification time in milliseconds since the epoch (object stores:
+            ``LastModified``).
+    """
+
+    path: str
+    name: str
+    size: int
+    modified_ms: int
+
+
+class Storage(abc.ABC):
+    """Byte-level access to one table root; see the module docstring for guarantees.
+
+    Attributes:
+        root: Normalised table root without trailing slash: an absolute OS path for local
+            tables, ``s3://bucket/prefix`` or ``memory://name``.
+        protocol: ``"file"``, ``"s3"`` or ``"memory"``.
+        fs: The fsspec filesystem behind the backend.
+    """
+
+    #: Exception types of the underlying client that are translated to StorageError.
+    _client_errors: tuple[type[BaseException], ...] = (OSError,)
+
+    def __init__(self, root: str, protocol: str, fs: fsspec.AbstractFileSystem) -> None:
+        self.root = root
+        self.protocol = protocol
+        self.fs = fs
+        self._arrow_fs: pyarrow.fs.FileSystem | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.root!r})"
+
+    # --- locations -------------------------------------------------------------------------
+
+    def join(self, *parts: str) -> str:
+        """Return the full location of ``parts`` (decoded relative paths) under the root.
+
+        Args:
+            *parts: Relative path pieces such as ``"_delta_log"`` or ``"a=1/part-0.parquet"``.
+
+        Returns:
+            ``root + "/" + "/".join(parts)``, with surrounding slashes of each part removed.
+        """
+        pieces = [p.strip("/") for p in parts if p.strip("/")]
+        return "/".join([self.root, *pieces])
+
+    def _fs_path(self, path: str) -> str:
+        """Map a full location to the path form ``self.fs`` expects."""
+        return str(self.fs._strip_protocol(path))
+
+    @contextlib.contextmanager
+    def _translate(self, path: str, operation: str) -> Iterator[None]:
+        """Turn client exceptions into lakequery storage errors naming ``path``."""
+        try:
+            yield
+        except LakeQueryError:
+            raise
+        except FileNotFoundError as exc:
+            if operation in _READ_OPERATIONS:
+                raise ObjectNotFoundError(path, operation) from exc
+            raise StorageError(path, operation, _reason(exc)) from exc
+        except self._client_errors as exc:
+            raise StorageError(path, operation, _reason(exc)) from exc
+
+    # --- listing -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def list_from(self, directory: str, start: str) -> list[FileInfo]:
+        """List the files directly inside ``directory`` whose name is ``>= start``.
+
+        Sub-directories are not returned. Never served from a cache.
+
+        Args:
+            directory: Full location of the directory, e.g. ``join("_delta_log")``.
+            start: Smallest name to return (``""`` lists everything).
+
+        Returns:
+            The files sorted lexicographically by name; ``[]`` if the directory is missing.
+        """
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        """Return whether a file exists at ``path``."""
+        with self._translate(path, "exists"):
+            return bool(self.fs.isfile(self._fs_path(path)))
+
+    def size(self, path: str) -> int:
+        """Return the size in bytes of the file at ``path``."""
+        with self._translate(path, "size"):
+            return int(self.fs.size(self._fs_path(path)))
+
+    def read(self, path: str) -> bytes:
+        """Return the content of the file at ``path``.
+
+        Raises:
+            ObjectNotFoundError: The file does not exist.
+            StorageError: Any other failure.
+        """
+        with self._translate(path, "read"):
+            return bytes(self.fs.cat_file(self._fs_path(path)))
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """Return exactly ``length`` bytes of ``path`` starting at ``offset``.
+
+        Raises:
+            ValueError: ``offset`` or ``length`` is negative.
+            ObjectNotFoundError: The file does not exist.
+            StorageError: The range extends past the end of the file, or another failure.
+        """
+        if offset < 0 or length < 0:
+            raise ValueError(f"invalid range offset={offset} length={length} for {path}")
+        if length == 0:
+            if not self.exists(path):
+                raise ObjectNotFoundError(path, "read_range")
+            return b""
+        with self._translate(path, "read_range"):
+            data = self._read_range(path, offset, length)
+        _check_range(path, offset, length, data)
+        return data
+
+    def _read_range(self, path: str, offset: int, length: int) -> bytes:
+        return bytes(self.fs.cat_file(self._fs_path(path), start=offset, end=offset + length))
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes]:
+        """Read several files concurrently; the result keeps the order of ``paths``.
+
+        Raises:
+            ObjectNotFoundError: One of the files does not exist.
+            StorageError: Any other failure.
+        """
+        if len(paths) <= 1:
+            return [self.read(p) for p in paths]
+        with ThreadPoolExecutor(max_workers=min(MAX_READ_THREADS, len(paths))) as pool:
+            return list(pool.map(self.read, paths))
+
+    # --- writing -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Atomically create ``path`` with ``data`` unless it already exists.
+
+        Never overwrites and never exposes partial content under ``path``.
+
+        Returns:
+            True if this call created the file with the full content, False if it existed.
+        """
+
+    def put(self, path: str, data: bytes) -> None:
+        """Create or overwrite ``path`` with ``data`` (for hints such as ``_last_checkpoint``)."""
+        with self._translate(path, "put"):
+            self.fs.pipe_file(self._fs_path(path), data)
+
+    def delete(self, path: str) -> None:
+        """Delete the file at ``path``; deleting a missing file is not an error."""
+        with self._translate(path, "delete"), contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._fs_path(path))
+
+    # --- engine bridges ----------------------------------------------------------------------
+
+    def _bridge_fs_kwargs(self) -> Mapping[str, Any]:
+        """Constructor arguments that rebuild ``self.fs`` (for the DuckDB bridge)."""
+        return {}
+
+    def register_duckdb(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make the paths :meth:`duckdb_path` returns readable on ``con``.
+
+        Object-store backends register an fsspec filesystem under a private protocol name
+        (derived from the backend and its options), so DuckDB never needs its ``httpfs``
+        extension and tables with different credentials can share a connection.
+        Registering again is a no-op.
+        """
+        if self.protocol == "file":
+            return
+        name = bridges.private_protocol(self.protocol, self._bridge_fs_kwargs())
+        if name in con.list_filesystems():
+            return
+        bridge_cls = bridges.bridge_class(type(self.fs), name, self.protocol)
+        con.register_filesystem(bridge_cls(**self._bridge_fs_kwargs()))
+
+    def duckdb_path(self, path: str) -> str:
+        """Return the form of ``path`` DuckDB reads after :meth:`register_duckdb`."""
+        if self.protocol == "file":
+            return self._fs_path(path)
+        name = bridges.private_protocol(self.protocol, self._bridge_fs_kwargs())
+        return f"{name}://{path.split('://', 1)[1]}"
+
+    def arrow_filesystem(self) -> tuple[pyarrow.fs.FileSystem, Callable[[str], str]]:
+        """Return a PyArrow filesystem and a function mapping locations to its paths."""
+        if self._arrow_fs is None:
+            from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+            handler = FSSpecHandler(self.fs)  # type: ignore[abstract]  # stubs mark it abstract
+            self._arrow_fs = PyFileSystem(handler)
+        return self._arrow_fs, self._fs_path
+
+    def polars_source(self, paths: Sequence[str]) -> tuple[list[str], dict[str, str] | None]:
+        """Return ``(paths, storage_options)`` for ``polars.scan_parquet``.
+
+        Raises:
+            NotImplementedError: Polars cannot read this backend; fall back to Arrow.
+        """
+        raise NotImplementedError(f"Polars cannot read {self.protocol}:// locations")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _check_range(path: str, offset: int, length: int, data: bytes) -> None:
+    if len(data) != length:
+        raise StorageError(
+            path,
+            "read_range",
+            f"requested {length} bytes at offset {offset}, got {len(data)} (past end of file)",
+        )

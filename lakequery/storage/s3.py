@@ -1,0 +1,244 @@
+"""Amazon S3 (and S3-compatible) backend on top of s3fs.
+
+* Listing calls ``ListObjectsV2`` directly with ``Prefix``/``Delimiter`` and
+  ``StartAfter`` so a listing begins at the start key and pages through the rest; it
+  never touches s3fs's listing cache (which is disabled as well).
+* Commits use a conditional ``PutObject`` with ``If-None-Match: *``; HTTP 412 means the
+  object already exists. The store must support conditional writes (AWS S3 does).
+* :meth:`S3Storage.read_many` issues all GETs concurrently on s3fs's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from fsspec.asyn import sync
+from s3fs import S3FileSystem
+
+from lakequery.errors import ObjectNotFoundError, StorageError
+from lakequery.storage.base import FileInfo, Storage, _reason
+
+#: Objects per ``ListObjectsV2`` page (the S3 maximum).
+LIST_PAGE_SIZE = 1000
+#: Concurrent GETs issued by :meth:`S3Storage.read_many`.
+MAX_CONCURRENT_READS = 64
+#: Attempts of a conditional PUT answered with 409 ConditionalRequestConflict.
+_CONFLICT_ATTEMPTS = 5
+
+
+class S3Storage(Storage):
+    """A table under ``s3://bucket/prefix``; locations are ``s3://bucket/key``."""
+
+    _client_errors = (OSError, BotoCoreError, ClientError)
+
+    def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._options = dict(storage_options or {})
+        self._fs_kwargs: dict[str, Any] = {
+            **self._options,
+            "use_listings_cache": False,
+            "skip_instance_cache": True,
+        }
+        super().__init__(root, "s3", S3FileSystem(**self._fs_kwargs))
+        #: Keys per listing page; lowered by tests to exercise pagination.
+        self.list_page_size = LIST_PAGE_SIZE
+
+    def _bridge_fs_kwargs(self) -> Mapping[str, Any]:
+        return self._fs_kwargs
+
+    @staticmethod
+    def _split(path: str) -> tuple[str, str]:
+        bucket, _, key = path.removeprefix("s3://").partition("/")
+        return bucket, key
+
+    # --- listing -----------------------------------------------------------------------------
+
+    def list_from(self, directory: str, start: str) -> list[FileInfo]:
+        """List objects directly under ``directory/`` named ``>= start``, sorted by name."""
+        bucket, key = self._split(directory.rstrip("/"))
+        prefix = f"{key}/" if key else ""
+        request: dict[str, Any] = {
+            "Bucket": bucket,
+            "Prefix": prefix,
+            "Delimiter": "/",
+            "MaxKeys": self.list_page_size,
+        }
+        after = start_after(start)
+        if after:
+            request["StartAfter"] = prefix + after
+        found: list[FileInfo] = []
+        with self._translate(directory, "list"):
+            while True:
+                try:
+                    page = self.fs.call_s3("list_objects_v2", **request)
+                except FileNotFoundError:  # no such bucket: nothing is there
+                    return []
+                for obj in page.get("Contents", []):
+                    name = str(obj["Key"])[len(prefix) :]
+                    if not name or "/" in name or name < start:
+                        continue
+                    found.append(
+                        FileInfo(
+                            path=f"{directory.rstrip('/')}/{name}",
+                            name=name,
+                            size=int(obj["Size"]),
+                            modified_ms=_epoch_ms(obj["LastModified"]),
+                        )
+                    )
+                token = page.get("NextContinuationToken")
+                if not page.get("IsTruncated") or not token:
+                    break
+                request.pop("StartAfter", None)
+                request["ContinuationToken"] = token
+        found.sort(key=lambda f: f.name)
+        return found
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _head(self, path: str, operation: str) -> Mapping[str, Any]:
+        bucket, key = self._split(path)
+        with self._translate(path, operation):
+            head: Mapping[str, Any] = self.fs.call_s3("head_object", Bucket=bucket, Key=key)
+            return head
+
+    def exists(self, path: str) -> bool:
+        """Return whether an object exists at ``path`` (one HEAD request)."""
+        try:
+            self._head(path, "exists")
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def size(self, path: str) -> int:
+        """Return the size in bytes of the object at ``path`` (one HEAD request)."""
+        return int(self._head(path, "size")["ContentLength"])
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes]:
+        """GET all ``paths`` concurrently on s3fs's event loop; order is kept."""
+        if len(paths) <= 1:
+            return [self.read(p) for p in paths]
+        limit = asyncio.Semaphore(MAX_CONCURRENT_READS)
+
+        async def fetch(path: str) -> bytes:
+            async with limit:
+                return bytes(await self.fs._cat_file(self._fs_path(path)))
+
+        async def fetch_all() -> list[bytes | BaseException]:
+            return await asyncio.gather(*(fetch(p) for p in paths), return_exceptions=True)
+
+        results: list[bytes | BaseException] = sync(self.fs.loop, fetch_all)
+        out: list[bytes] = []
+        for path, result in zip(paths, results, strict=True):
+            if isinstance(result, BaseException):
+                with self._translate(path, "read"):
+                    raise result
+            out.append(result)
+        return out
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Conditional PUT with ``If-None-Match: *``; False on 412 (object exists).
+
+        A PUT whose response was lost and that s3fs retried reports False although it
+        created the object; callers that must distinguish can compare the content.
+        """
+        bucket, key = self._split(path)
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                with self._translate(path, "put_if_absent"):
+                    self.fs.call_s3(
+                        "put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*"
+                    )
+                return True
+            except StorageError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, FileExistsError):
+                    return False
+                if _is_conflict(cause) and attempt + 1 < _CONFLICT_ATTEMPTS:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- engine bridges ----------------------------------------------------------------------
+
+    def polars_source(self, paths: Sequence[str]) -> tuple[list[str], dict[str, str] | None]:
+        """Return the paths and the s3fs options translated to Polars/object_store names."""
+        return list(paths), polars_options(self._options)
+
+
+def start_after(start: str) -> str:
+    """Return a ``StartAfter`` key that lists every name ``>= start`` (``""``: no bound).
+
+    ``StartAfter`` is exclusive. Decrementing the last character of ``start`` and
+    appending ``"~"`` (the highest printable ASCII character) gives a key just below
+    ``start``: every name ``>= start`` sorts after it, and the rare extra names it admits
+    (those between the two) are dropped by the caller's ``name >= start`` filter.
+    """
+    if not start:
+        return ""
+    below = ord(start[-1]) - 1
+    if below < 0:
+        return start[:-1]
+    if 0xD800 <= below <= 0xDFFF:  # not encodable; step below the surrogate block
+        below = 0xD7FF
+    return f"{start[:-1]}{chr(below)}~"
+
+
+def polars_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """Translate s3fs storage options into Polars (object_store) storage options.
+
+    Args:
+        options: s3fs arguments (``key``, ``secret``, ``token``, ``endpoint_url``,
+            ``client_kwargs``, ``anon``, ...).
+
+    Returns:
+        Options such as ``aws_access_key_id``, ``aws_endpoint_url``, ``aws_region`` and
+        ``aws_allow_http`` (for ``http://`` endpoints).
+    """
+    client_kwargs: Mapping[str, Any] = options.get("client_kwargs") or {}
+    out: dict[str, str] = {}
+    simple = {
+        "key": "aws_access_key_id",
+        "secret": "aws_secret_access_key",
+        "token": "aws_session_token",
+    }
+    for src, dst in simple.items():
+        if options.get(src):
+            out[dst] = str(options[src])
+    endpoint = options.get("endpoint_url") or client_kwargs.get("endpoint_url")
+    if endpoint:
+        out["aws_endpoint_url"] = str(endpoint)
+        if str(endpoint).startswith("http://"):
+            out["aws_allow_http"] = "true"
+    region = client_kwargs.get("region_name") or options.get("region_name")
+    if region:
+        out["aws_region"] = str(region)
+    if options.get("anon"):
+        out["aws_skip_signature"] = "true"
+    return out
+
+
+def _epoch_ms(value: Any) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(float(value) * 1000)
+
+
+def _is_conflict(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is S3's 409 for concurrent conditional writes (retryable)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code")
+            return code in {"ConditionalRequestConflict", "OperationAborted"}
+        if "ConditionalRequestConflict" in _reason(exc):
+            return True
+        exc = exc.__cause__
+    return False
