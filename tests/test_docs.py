@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import lakequery
+import udfs
 
 ROOT = Path(__file__).resolve().parents[1]
 # ```python blocks are runnable examples; ```py blocks (e.g. a real S3 bucket) are not.
@@ -28,10 +29,12 @@ def test_readme_example_runs(index: int) -> None:
 
 
 def _modules() -> list[str]:
-    names = ["lakequery"]
-    for info in pkgutil.walk_packages(lakequery.__path__, "lakequery."):
-        if not info.name.endswith(".__main__"):
-            names.append(info.name)
+    names = ["lakequery", "udfs"]
+    for package in (lakequery, udfs):
+        prefix = package.__name__ + "."
+        for info in pkgutil.walk_packages(package.__path__, prefix):
+            if not info.name.endswith(".__main__"):
+                names.append(info.name)
     return names
 
 

@@ -48,6 +48,28 @@ def _selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt
     return out
 
 
+@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+def _rows_kept(deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    out = np.empty(rows.size, dtype=np.bool_)
+    for k in range(rows.size):
+        i = np.searchsorted(deleted, rows[k])
+        out[k] = not (i < deleted.size and deleted[i] == rows[k])
+    return out
+
+
+def rows_kept(deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """For arbitrary (unsorted) row positions: True where the row is not deleted."""
+    return _rows_kept(  # type: ignore[no-any-return]
+        np.ascontiguousarray(deleted, dtype=np.int64), np.ascontiguousarray(rows, dtype=np.int64)
+    )
+
+
+def rows_kept_reference(deleted: list[int], rows: list[int]) -> list[bool]:
+    """Plain-Python twin of :func:`rows_kept`."""
+    gone = set(deleted)
+    return [r not in gone for r in rows]
+
+
 def keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.bool_]:
     """Boolean mask over rows ``start .. start+n-1``: False where the row is deleted.
 
