@@ -18,9 +18,13 @@ import pyarrow.parquet as pq
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
+from lakequery.protocol.replay import dv_unique_id_sql, key_sql
 from lakequery.storage import Storage
 
-ACTIONS_TABLE = "_lq_actions"
+COMMITS = "_lq_commits"
+CHECKPOINT = "_lq_checkpoint"
+#: Every action of the segment, checkpoint first (for the small non-file actions).
+ALL_ACTIONS = f"(SELECT * FROM {CHECKPOINT} UNION ALL BY NAME SELECT * FROM {COMMITS})"
 _COLUMNS = ("version", *act.ACTIONS)
 _VERSION_FROM_NAME = r"regexp_extract(filename, '(\d{20})[^/]*$', 1)"
 
@@ -59,22 +63,50 @@ class LogReader:
         )
 
     def load(self, checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> None:
-        """(Re)creates ``_lq_actions`` from a checkpoint and the commits after it."""
-        parts: list[str] = []
-        if checkpoint is not None:
-            parts.extend(self._checkpoint_sql(checkpoint))
-        if commits:
-            parts.append(self.json_actions_sql([c.path for c in commits]))
-        if not parts:
+        """Makes the segment queryable: ``_lq_commits`` (a table of the commits' actions)
+        and ``_lq_checkpoint`` (a view streaming the checkpoint; empty without one), both
+        with the canonical ``key`` and ``dvid`` of each file action.
+
+        Commits are small per version and parsed once into a table; a checkpoint can hold
+        millions of reconciled actions, so it is never copied: replay reads it in place.
+        """
+        if checkpoint is None and not commits:
             raise CorruptLogError(self.storage.join("_delta_log"), "no log files to read")
-        sql = f"CREATE OR REPLACE TEMP TABLE {ACTIONS_TABLE} AS " + " UNION ALL ".join(parts)
+        if commits:
+            source = self.json_actions_sql([c.path for c in commits])
+        else:
+            source = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
         try:
-            self.con.execute(sql)
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {COMMITS} AS {self._keyed(source)}")
         except duckdb.Error as exc:
-            raise self._diagnose(exc, checkpoint, commits) from exc
+            raise self._diagnose(exc, None, commits) from exc
+        if checkpoint is None:
+            cp_sql = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
+        else:
+            cp_sql = " UNION ALL ".join(self._checkpoint_sql(checkpoint))
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {CHECKPOINT} AS {self._keyed(cp_sql)}")
+        if checkpoint is not None:
+            try:  # cheap: reads only the small non-file columns; proves the files readable
+                self.con.execute(f"SELECT count(protocol) FROM {CHECKPOINT}").fetchall()
+            except duckdb.Error as exc:
+                raise self._diagnose(exc, checkpoint, ()) from exc
+
+    def _empty_sql(self) -> str:
+        cols = ", ".join(f"CAST(NULL AS {act.action_type(a)}) AS {_q(a)}" for a in act.ACTIONS)
+        return f"SELECT CAST(NULL AS BIGINT) AS version, {cols}"
+
+    def _keyed(self, source: str) -> str:
+        path = "coalesce(add.path, remove.path)"
+        dv = "coalesce(add.deletionVector, remove.deletionVector)"
+        return (
+            "SELECT *, CASE WHEN add IS NULL AND remove IS NULL THEN NULL "
+            f"ELSE {key_sql(path, self.storage.root)} END AS key, "
+            f"{dv_unique_id_sql(dv)} AS dvid FROM ({source})"
+        )
 
     def drop(self) -> None:
-        self.con.execute(f"DROP TABLE IF EXISTS {ACTIONS_TABLE}")
+        self.con.execute(f"DROP VIEW IF EXISTS {CHECKPOINT}")
+        self.con.execute(f"DROP TABLE IF EXISTS {COMMITS}")
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _checkpoint_sql(self, checkpoint: Checkpoint) -> list[str]:
@@ -167,6 +199,9 @@ def _project(
     if field is None or not pa.types.is_struct(field.type):
         return f"CAST(NULL AS {target})"
     present = {field.type.field(i).name: field.type.field(i) for i in range(field.type.num_fields)}
+    if not (action == "add" and "stats_parsed" in present):
+        # DuckDB casts structs by field name: missing fields become NULL, extra ones go
+        return f"CAST({expr} AS {target})"
     members = []
     for name, typ in fields:
         sub = present.get(name)

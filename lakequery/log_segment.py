@@ -23,14 +23,20 @@ from lakequery.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lakequery.log_reader import ACTIONS_TABLE, LogReader
+from lakequery.log_reader import ALL_ACTIONS, CHECKPOINT, COMMITS, LogReader
 from lakequery.metadata import Metadata
+from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.last_checkpoint import parse_last_checkpoint
 from lakequery.protocol.log_files import Listing, LogSegment, build_listing, select_segment
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.replay import check_paths, latest_non_file_actions, replay_files
-from lakequery.protocol.schema import validate_type_changes
+from lakequery.protocol.replay import (
+    check_paths,
+    latest_non_file_actions,
+    partition_value_sql,
+    replay_files,
+)
+from lakequery.protocol.schema import DeltaType, PrimitiveType, validate_type_changes
 from lakequery.storage import Storage
 
 
@@ -41,8 +47,8 @@ class TableState:
     version: int
     protocol: Protocol
     metadata: Metadata
-    adds: pa.Table  # key, version, add
-    tombstones: pa.Table  # key, version, remove
+    files: pa.Table  # live files, columns replay.FILE_COLUMNS
+    tombstones: pa.Table  # path, version, remove
     txns: Mapping[str, Mapping[str, Any]]
     domains: Mapping[str, str]
     segment: LogSegment
@@ -105,7 +111,7 @@ def load_state(
         segment = select_segment(listing, version, uri=storage.root)
         try:
             reader.load(segment.checkpoint, segment.commits)
-            break
+            return _replay(storage, con, segment)
         except (CorruptLogError, ObjectNotFoundError) as exc:
             if not _is_checkpoint_error(exc, segment):
                 raise
@@ -117,10 +123,8 @@ def load_state(
                 select_segment(listing, version, uri=storage.root)
             except (VersionNotFoundError, CorruptLogError):
                 raise exc from None
-    try:
-        return _replay(storage, con, segment)
-    finally:
-        reader.drop()
+        finally:
+            reader.drop()
 
 
 def _is_checkpoint_error(exc: Exception, segment: LogSegment) -> bool:
@@ -132,8 +136,31 @@ def _is_checkpoint_error(exc: Exception, segment: LogSegment) -> bool:
     return sidecars or any(str(where) == f.path for f in cp.files)
 
 
+def partition_specs(metadata: Metadata, protocol: Protocol) -> list[tuple[str, str, DeltaType]]:
+    """(logical name, key in partitionValues, Delta type) per partition column."""
+    schema = metadata.schema
+    mode = column_mapping_mode(metadata.configuration, protocol.supports("columnMapping"))
+    out = []
+    for col in metadata.partition_columns:
+        field = schema.get(col)
+        if field is None:
+            raise CorruptLogError("metaData", f"partition column {col!r} is not in the schema")
+        out.append((col, physical_name(field, mode), field.type))
+    return out
+
+
 def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment) -> TableState:
-    found = latest_non_file_actions(con, ACTIONS_TABLE)
+    try:
+        return _replay_loaded(storage, con, segment)
+    except duckdb.Error as exc:
+        where = segment.checkpoint.files[0].path if segment.checkpoint else log_dir(storage)
+        raise CorruptLogError(where, str(exc).splitlines()[0][:300]) from exc
+
+
+def _replay_loaded(
+    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment
+) -> TableState:
+    found = latest_non_file_actions(con, ALL_ACTIONS)
     where = segment.commits[-1].path if segment.commits else log_dir(storage)
     if not found["protocol"]:
         raise CorruptLogError(
@@ -151,11 +178,15 @@ def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegmen
     now_ms = int(time.time() * 1000)
     result = replay_files(
         con,
-        ACTIONS_TABLE,
-        root=storage.root,
+        commits=COMMITS,
+        checkpoint=CHECKPOINT,
         tombstone_cutoff_ms=now_ms - props.deleted_file_retention_ms,
+        partition_sql=[
+            partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
+            for _, key, t in partition_specs(metadata, protocol)
+        ],
     )
-    check_paths(con, result.adds, root=storage.root)
+    check_paths(con, result.files, root=storage.root)
     txn_retention = props.set_transaction_retention_ms
     txns: dict[str, Mapping[str, Any]] = {}
     for _, txn in found["txn"]:
@@ -169,7 +200,7 @@ def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegmen
         if not d.get("removed")
     }
     return TableState(
-        segment.version, protocol, metadata, result.adds, result.tombstones, txns, domains, segment
+        segment.version, protocol, metadata, result.files, result.tombstones, txns, domains, segment
     )
 
 

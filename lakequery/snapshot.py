@@ -14,20 +14,19 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.log_segment import TableState, read_commit_info
+from lakequery.log_segment import TableState, partition_specs, read_commit_info
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import (
     ColumnMappingMode,
     column_mapping_mode,
-    physical_name_map,
 )
 from lakequery.protocol.features import Protocol
-from lakequery.protocol.partitions import partition_struct
+from lakequery.protocol.partitions import partition_struct_from_strings
 from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.schema import DeltaType
 from lakequery.storage import Storage
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ class Snapshot:
     def __repr__(self) -> str:
         return (
             f"Snapshot(uri={self.table_uri!r}, version={self.version}, "
-            f"files={self._state.adds.num_rows})"
+            f"files={self._state.files.num_rows})"
         )
 
     # -- descriptive properties -------------------------------------------------------------
@@ -114,42 +113,24 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return int(self._state.adds.num_rows)
+        return int(self._state.files.num_rows)
 
     # -- files ----------------------------------------------------------------------------------
-    def partition_column_specs(self) -> list[tuple[str, str, Any]]:
+    def partition_column_specs(self) -> list[tuple[str, str, DeltaType]]:
         """(logical name, key in partitionValues, Delta type) per partition column."""
-        fields = {f.name: f for f in self.metadata.schema.fields}
-        names = physical_name_map(self.metadata.schema, self.column_mapping_mode)
-        out = []
-        for col in self.metadata.partition_columns:
-            f = fields[col]
-            out.append((col, names.get((col,), (col,))[-1], f.type))
-        return out
+        return partition_specs(self.metadata, self.protocol)
 
     @cached_property
     def _files(self) -> pa.Table:
-        adds = self._state.adds
-        con = duckdb.connect()
-        con.register("_a", adds)
-        table = con.sql(
-            """
-            SELECT key AS path, add.size AS size, add.modificationTime AS modification_time,
-                   TRY_CAST(json_extract_string(add.stats, '$.numRecords') AS BIGINT)
-                     AS num_records,
-                   add.stats AS stats, add.deletionVector AS deletion_vector,
-                   add.baseRowId AS base_row_id,
-                   add.defaultRowCommitVersion AS default_row_commit_version,
-                   add.tags AS tags, add.partitionValues AS partition_values_raw
-            FROM _a
-            """
-        ).to_arrow_table()
-        con.close()
+        table = self._state.files
         specs = self.partition_column_specs()
-        raw = table.column("partition_values_raw").combine_chunks()
-        table = table.drop_columns(["partition_values_raw"])
+        raw_names = [f"partition_raw_{i}" for i in range(len(specs))]
+        strings = [table.column(n) for n in raw_names]
+        table = table.drop_columns(raw_names)
         if specs:
-            parts = partition_struct(raw, specs)
+            parts = partition_struct_from_strings(
+                strings, specs, length=table.num_rows, empty_is_null=True
+            )
             table = table.append_column("partition_values", parts)
         out: pa.Table = table
         return out

@@ -39,9 +39,10 @@ def deserialize(data: bytes) -> BitMap64:
     (magic_le,) = struct.unpack_from("<I", data, 0)
     if magic_le == MAGIC_PORTABLE:
         try:
-            return BitMap64.deserialize(data[4:])
+            bm = BitMap64.deserialize(data[4:])
         except Exception as exc:  # pyroaring raises ValueError / generic errors
             raise ValueError(f"malformed RoaringBitmapArray: {exc}") from exc
+        return _checked(bm)
     (magic_be,) = struct.unpack_from(">I", data, 0)
     if magic_be == MAGIC_NATIVE or magic_le == MAGIC_NATIVE:
         return _deserialize_native(data, big_endian=magic_be == MAGIC_NATIVE)
@@ -64,7 +65,14 @@ def _deserialize_native(data: bytes, *, big_endian: bool) -> BitMap64:
             out.update(values.tolist())
     if pos != len(data):
         raise ValueError("trailing bytes after native deletion vector")
-    return out
+    return _checked(out)
+
+
+def _checked(bm: BitMap64) -> BitMap64:
+    """Row indexes must stay below 2**63 (every bucket key's top bit is 0, digest §11.6)."""
+    if len(bm) and bm.max() >= 1 << 63:
+        raise ValueError("deletion vector holds a row index >= 2**63")
+    return bm
 
 
 def to_numpy(bm: BitMap64) -> np.ndarray:

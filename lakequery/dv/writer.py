@@ -128,7 +128,7 @@ class DeletionVectorWriter:
         on_disk: list[tuple[_Staged, int, int]] = []
         inline: dict[str, Descriptor] = {}
         for path, s in self._staged.items():
-            if s.old is not None and len(s.bitmap) == s.old.cardinality:
+            if len(s.bitmap) == (s.old.cardinality if s.old is not None else 0):
                 continue  # nothing new for this file
             if len(s.bitmap) >= s.num_records:
                 continue  # fully deleted: remove only (below)

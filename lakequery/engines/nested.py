@@ -1,4 +1,4 @@
-"""Physical -> logical relabelling of nested columns, rendered for DuckDB and Polars.
+"""Physical -> logical relabelling of nested columns (DuckDB SQL; Polars in its engine).
 
 Under column mapping, struct fields at every depth carry physical names in the files.
 The walk over the Delta type is shared; each engine supplies how to address a field,
@@ -6,8 +6,6 @@ an element and a map entry.
 """
 
 from __future__ import annotations
-
-import polars as pl
 
 from lakequery.engines.sql_types import duckdb_type, quote_ident
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
@@ -47,23 +45,6 @@ def duckdb_relabel(ref: str, t: DeltaType, mode: ColumnMappingMode, depth: int =
             f"lambda {var}: {{'key': {key}, 'value': {value}}}))"
         )
     return f"CAST({ref} AS {duckdb_type(to_arrow_type(t))})"
-
-
-def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
-    """Renames struct fields by position to logical names (the scan schema fixes order)."""
-    if isinstance(t, StructType):
-        out = expr.struct.rename_fields([f.name for f in t.fields])
-        inner = [
-            polars_relabel(pl.field(f.name), f.type).alias(f.name)
-            for f in t.fields
-            if has_struct(f.type)
-        ]
-        return out.struct.with_fields(inner) if inner else out
-    if isinstance(t, ArrayType) and has_struct(t.element):
-        return expr.list.eval(polars_relabel(pl.element(), t.element))
-    if isinstance(t, MapType) and has_struct(t):
-        raise PolarsRelabelError("a map holding structs under column mapping")
-    return expr
 
 
 class PolarsRelabelError(NotImplementedError):

@@ -24,11 +24,19 @@ from lakequery.engines.layout import (
     file_groups,
     require_local_files,
 )
-from lakequery.engines.nested import has_struct, polars_can_relabel, polars_relabel
+from lakequery.engines.nested import PolarsRelabelError, has_struct, polars_can_relabel
 from lakequery.errors import DeletionVectorError
 from lakequery.protocol.column_mapping import physical_schema
 from lakequery.protocol.predicates import to_polars
-from lakequery.protocol.schema import DeltaType, PrimitiveType, TypeChange, type_changes
+from lakequery.protocol.schema import (
+    ArrayType,
+    DeltaType,
+    MapType,
+    PrimitiveType,
+    StructType,
+    TypeChange,
+    type_changes,
+)
 from udfs.dv_mask import keep_mask
 
 if TYPE_CHECKING:
@@ -49,6 +57,23 @@ _CAST = pl.ScanCastOptions(
 
 def _dtype(t: pa.DataType) -> pl.DataType:
     return pl.DataFrame(pa.schema([pa.field("x", t)]).empty_table()).schema["x"]
+
+
+def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
+    """Renames struct fields by position to logical names (the scan schema fixes order)."""
+    if isinstance(t, StructType):
+        out = expr.struct.rename_fields([f.name for f in t.fields])
+        inner = [
+            polars_relabel(pl.field(f.name), f.type).alias(f.name)
+            for f in t.fields
+            if has_struct(f.type)
+        ]
+        return out.struct.with_fields(inner) if inner else out
+    if isinstance(t, ArrayType) and has_struct(t.element):
+        return expr.list.eval(polars_relabel(pl.element(), t.element))
+    if isinstance(t, MapType) and has_struct(t):
+        raise PolarsRelabelError("a map holding structs under column mapping")
+    return expr
 
 
 def _deletion_callback(

@@ -276,20 +276,47 @@ def partition_struct(
     if not pa.types.is_map(pv.type):
         raise SchemaError(f"partitionValues must be a map, got {pv.type}")
     key_type = pv.type.key_type
+    strings = [pc.map_lookup(pv, pa.scalar(key, key_type), "first") for _, key, _ in columns]
+    return partition_struct_from_strings(
+        strings, columns, length=len(pv), binary_encoding=binary_encoding
+    )
+
+
+def partition_struct_from_strings(
+    strings: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]],
+    columns: Sequence[tuple[str, str, DeltaType]],
+    *,
+    length: int,
+    binary_encoding: BinaryEncoding = "utf-8",
+    empty_is_null: bool = False,
+) -> pa.StructArray:
+    """Typed partition columns from the value of each column (one array per column, already
+    looked up in ``partitionValues``; null where the key is missing). An array that already
+    has the column's type (parsed upstream, e.g. cast by DuckDB) is taken as it is; string
+    columns too when ``empty_is_null`` says ``''`` was already turned into NULL."""
     children = []
     fields = []
-    for logical, key, t in columns:
-        raw = pc.map_lookup(pv, pa.scalar(key, key_type), "first")
-        children.append(
-            parse_partition_values(raw, t, column=logical, binary_encoding=binary_encoding)
-        )
-        fields.append(pa.field(logical, to_arrow_type(t)))
+    for raw, (logical, _, t) in zip(strings, columns, strict=True):
+        flat: Any = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
+        target = to_arrow_type(t)
+        if flat.type.equals(target) and (empty_is_null or not pa.types.is_string(target)):
+            children.append(flat)
+        else:
+            children.append(
+                parse_partition_values(flat, t, column=logical, binary_encoding=binary_encoding)
+            )
+        fields.append(pa.field(logical, target))
     result: Any
     if not children:
-        result = pa.Array.from_buffers(pa.struct([]), len(pv), [None], children=[])
+        result = pa.Array.from_buffers(pa.struct([]), length, [None], children=[])
     else:
         result = pa.StructArray.from_arrays(children, fields=fields)
     return cast("pa.StructArray", result)
 
 
-__all__ = ["BinaryEncoding", "parse_partition_values", "partition_struct"]
+__all__ = [
+    "BinaryEncoding",
+    "parse_partition_values",
+    "partition_struct",
+    "partition_struct_from_strings",
+]

@@ -26,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -45,9 +47,26 @@ from lakequery.protocol.predicate_ast import (
 from lakequery.protocol.predicate_binding import bind, resolve_column
 from lakequery.protocol.predicate_from_pyarrow import from_pyarrow_expression
 from lakequery.protocol.predicate_parser import format_predicate, parse_predicate
-from lakequery.protocol.predicate_polars import to_polars
-from lakequery.protocol.predicate_pyarrow import to_pyarrow
 from lakequery.protocol.predicate_sql import to_duckdb_sql
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow.compute as pc
+
+
+def to_pyarrow(expr: Expr) -> pc.Expression:
+    """Renders a bound predicate as a ``pyarrow.compute.Expression`` (imported on first use)."""
+    from lakequery.protocol.predicate_pyarrow import to_pyarrow as render
+
+    return render(expr)
+
+
+def to_polars(expr: Expr) -> pl.Expr:
+    """Renders a bound predicate as a Polars expression (Polars is imported on first use)."""
+    from lakequery.protocol.predicate_polars import to_polars as render
+
+    return render(expr)
+
 
 __all__ = [
     "And",

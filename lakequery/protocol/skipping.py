@@ -11,7 +11,7 @@ sound (``unknown AND false`` prunes, ``unknown OR false`` keeps).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +74,49 @@ class SkipColumn:
     physical: tuple[str, ...]
 
 
+def skip_columns(
+    schema: pa.Schema,
+    partition_columns: Sequence[str] = (),
+    physical_paths: Mapping[tuple[str, ...], tuple[str, ...]] | None = None,
+) -> dict[tuple[str, ...], SkipColumn]:
+    """Describe every column of a logical schema for :func:`prune_mask`.
+
+    Args:
+        schema: The table's logical Arrow schema (partition columns included).
+        partition_columns: Names of the partition columns.
+        physical_paths: Logical path -> physical path of each data column under column
+            mapping (missing paths keep their logical names).
+
+    Returns:
+        A :class:`SkipColumn` for every top-level column and every nested struct field,
+        keyed by logical path.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> cols = skip_columns(pa.schema([("p", pa.string()), ("s", pa.struct([("x", pa.int8())]))]), ["p"])
+        >>> sorted(cols), cols[("p",)].partition
+        ([('p',), ('s',), ('s', 'x')], True)
+    """
+    physical_paths = physical_paths or {}
+    partitions = set(partition_columns)
+    out: dict[tuple[str, ...], SkipColumn] = {}
+
+    def visit(path: tuple[str, ...], t: pa.DataType) -> None:
+        is_partition = len(path) == 1 and path[0] in partitions
+        physical = physical_paths.get(path, path)
+        out[path] = SkipColumn(path, t, is_partition, physical)
+        if pat.is_struct(t) and not is_partition:
+            for i in range(t.num_fields):
+                child = t.field(i)
+                visit((*path, child.name), child.type)
+
+    for field in schema:
+        visit((field.name,), field.type)
+    return out
+
+
 def _and(parts: list[_Cond]) -> _Cond:
+    """Kleene AND of "may match" conditions; unknown parts cannot prune and drop out."""
     known = [p for p in parts if p is not None and p != "TRUE"]
     if "FALSE" in known:
         return "FALSE"
@@ -84,12 +126,13 @@ def _and(parts: list[_Cond]) -> _Cond:
 
 
 def _or(parts: list[_Cond]) -> _Cond:
-    known = [p for p in parts if p != "FALSE"]
-    if any(p is None or p == "TRUE" for p in known):
+    """Kleene OR of "may match" conditions; one unknown part keeps every file."""
+    if any(p is None or p == "TRUE" for p in parts):
         return None
+    known = [p for p in parts if p is not None and p != "FALSE"]
     if not known:
         return "FALSE"
-    return known[0] if len(known) == 1 else "(" + " OR ".join(k for k in known if k) + ")"
+    return known[0] if len(known) == 1 else "(" + " OR ".join(known) + ")"
 
 
 class _Leaf:

@@ -21,7 +21,7 @@ from fsspec.asyn import sync
 from s3fs import S3FileSystem
 
 from lakequery.errors import ObjectNotFoundError, StorageError
-from lakequery.storage.base import FileInfo, Storage, _reason
+from lakequery.storage.base import FileInfo, Storage
 
 #: Objects per ``ListObjectsV2`` page (the S3 maximum).
 LIST_PAGE_SIZE = 1000
@@ -29,6 +29,10 @@ LIST_PAGE_SIZE = 1000
 MAX_CONCURRENT_READS = 64
 #: Attempts of a conditional PUT answered with 409 ConditionalRequestConflict.
 _CONFLICT_ATTEMPTS = 5
+#: Error codes meaning "the object already exists" for a PUT with If-None-Match: *.
+_EXISTS_CODES = frozenset({"PreconditionFailed", "412"})
+#: Error codes of a conditional PUT racing another one; S3 asks to retry.
+_CONFLICT_CODES = frozenset({"ConditionalRequestConflict", "OperationAborted", "409"})
 
 
 class S3Storage(Storage):
@@ -58,7 +62,10 @@ class S3Storage(Storage):
     # --- listing -----------------------------------------------------------------------------
 
     def list_from(self, directory: str, start: str) -> list[FileInfo]:
-        """List objects directly under ``directory/`` named ``>= start``, sorted by name."""
+        """List objects directly under ``directory/`` named ``>= start``, sorted by name.
+
+        A missing bucket lists as empty, like a missing directory.
+        """
         bucket, key = self._split(directory.rstrip("/"))
         prefix = f"{key}/" if key else ""
         request: dict[str, Any] = {
@@ -117,6 +124,16 @@ class S3Storage(Storage):
         """Return the size in bytes of the object at ``path`` (one HEAD request)."""
         return int(self._head(path, "size")["ContentLength"])
 
+    async def _get(self, path: str) -> bytes:
+        # max_concurrency=1: one GET, without the HEAD s3fs issues to plan chunked reads
+        return bytes(await self.fs._cat_file(self._fs_path(path), max_concurrency=1))
+
+    def read(self, path: str) -> bytes:
+        """Return the content of the object at ``path`` (one GET request)."""
+        with self._translate(path, "read"):
+            data: bytes = sync(self.fs.loop, self._get, path)
+            return data
+
     def read_many(self, paths: Sequence[str]) -> list[bytes]:
         """GET all ``paths`` concurrently on s3fs's event loop; order is kept."""
         if len(paths) <= 1:
@@ -125,7 +142,7 @@ class S3Storage(Storage):
 
         async def fetch(path: str) -> bytes:
             async with limit:
-                return bytes(await self.fs._cat_file(self._fs_path(path)))
+                return await self._get(path)
 
         async def fetch_all() -> list[bytes | BaseException]:
             return await asyncio.gather(*(fetch(p) for p in paths), return_exceptions=True)
@@ -156,10 +173,10 @@ class S3Storage(Storage):
                     )
                 return True
             except StorageError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, FileExistsError):
+                code = _client_error_code(exc)
+                if isinstance(exc.__cause__, FileExistsError) or code in _EXISTS_CODES:
                     return False
-                if _is_conflict(cause) and attempt + 1 < _CONFLICT_ATTEMPTS:
+                if code in _CONFLICT_CODES and attempt + 1 < _CONFLICT_ATTEMPTS:
                     time.sleep(0.05 * 2**attempt)
                     continue
                 raise
@@ -230,15 +247,12 @@ def _epoch_ms(value: Any) -> int:
     return int(float(value) * 1000)
 
 
-def _is_conflict(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is S3's 409 for concurrent conditional writes (retryable)."""
+def _client_error_code(exc: BaseException | None) -> str | None:
+    """The S3 error code of the first botocore ``ClientError`` in the cause chain."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, ClientError):
-            code = exc.response.get("Error", {}).get("Code")
-            return code in {"ConditionalRequestConflict", "OperationAborted"}
-        if "ConditionalRequestConflict" in _reason(exc):
-            return True
+            return str(exc.response.get("Error", {}).get("Code", "")) or None
         exc = exc.__cause__
-    return False
+    return None

@@ -1,0 +1,176 @@
+"""Backend-specific behaviour: URI parsing, S3 listing requests, options and errors."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakequery.errors import InvalidPathError, ObjectNotFoundError, StorageError
+from lakequery.storage import open_storage
+from lakequery.storage.s3 import S3Storage, polars_options, start_after
+
+# --- URIs ----------------------------------------------------------------------------------------
+
+
+def test_local_locations_are_absolute_os_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert open_storage("rel/table/").root == str(tmp_path / "rel" / "table")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert open_storage("~/t").root == str(tmp_path / "home" / "t")
+    spaced = tmp_path / "my table"
+    assert "%20" in spaced.as_uri()
+    st = open_storage(spaced.as_uri())
+    assert (st.root, st.protocol) == (str(spaced), "file")
+    assert open_storage(f"file://localhost{tmp_path}/x").root == str(tmp_path / "x")
+
+
+def test_s3_and_memory_roots_are_normalised(s3_storage_options: dict[str, Any]) -> None:
+    assert open_storage("s3a://bucket/a/b/", s3_storage_options).root == "s3://bucket/a/b"
+    assert open_storage("s3://bucket", s3_storage_options).root == "s3://bucket"
+    assert open_storage("memory:///name/t/").root == "memory://name/t"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["", "gs://bucket/t", "s3://", "s3:///key", "memory://", "file://otherhost/x"],
+)
+def test_unusable_locations_are_refused(uri: str) -> None:
+    with pytest.raises(InvalidPathError):
+        open_storage(uri)
+
+
+# --- S3 listing --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        ("", ""),
+        ("b", "a~"),
+        ("00000000000000000010.", "00000000000000000010-~"),
+        ("a\x00", "a"),
+        ("x\ue000", "x\ud7ff~"),  # never a (non-encodable) surrogate
+    ],
+)
+def test_start_after_is_just_below_start(start: str, expected: str) -> None:
+    after = start_after(start)
+    assert after == expected
+    after.encode("utf-8")
+    if start:
+        assert after < start
+        assert after > start[:-1] or ord(start[-1]) == 0
+
+
+def test_s3_listing_starts_at_key_and_paginates(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    st = open_storage(s3_table_uri, s3_storage_options)
+    assert isinstance(st, S3Storage)
+    log = st.join("_delta_log")
+    early = [f"{v:020d}.json" for v in range(30)]
+    late = [f"{v:020d}.json" for v in range(30, 33)]
+    for name in early + late:
+        st.put(f"{log}/{name}", b"{}")
+    st.put(f"{log}/_sidecars/x.parquet", b"sidecar")
+
+    requests: list[dict[str, Any]] = []
+    st.fs.s3.meta.events.register(
+        "before-parameter-build.s3.ListObjectsV2", lambda params, **_: requests.append(params)
+    )
+    st.list_page_size = 2
+    assert [f.name for f in st.list_from(log, f"{30:020d}.")] == late
+    # the listing started at the key: 3 names in pages of 2 (+ the sub-directory prefix)
+    assert len(requests) <= 3
+    assert requests[0]["StartAfter"].startswith(s3_table_uri.split("/", 3)[3] + "/_delta_log/")
+
+    requests.clear()
+    assert [f.name for f in st.list_from(log, "")] == early + late
+    assert len(requests) >= 17  # paginated through 33 names in pages of 2
+
+
+def test_s3_reads_issue_one_get_per_object(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    st = open_storage(s3_table_uri, s3_storage_options)
+    paths = [st.join("_delta_log", f"{v:020d}.json") for v in range(4)]
+    for i, path in enumerate(paths):
+        st.put(path, f"commit {i}".encode())
+    calls: list[str] = []
+    for op in ("GetObject", "HeadObject", "ListObjectsV2"):
+        st.fs.s3.meta.events.register(
+            f"before-parameter-build.s3.{op}", lambda op=op, **_: calls.append(op)
+        )
+    assert st.read(paths[0]) == b"commit 0"
+    assert st.read_many(paths) == [f"commit {i}".encode() for i in range(4)]
+    assert calls == ["GetObject"] * 5
+
+
+# --- S3 errors ----------------------------------------------------------------------------------
+
+
+def test_s3_missing_bucket(moto_server: str, s3_storage_options: dict[str, Any]) -> None:
+    st = open_storage("s3://lq-no-such-bucket/t", s3_storage_options)
+    path = st.join("_delta_log", "00000000000000000000.json")
+    with pytest.raises(ObjectNotFoundError) as missing:
+        st.read(path)
+    assert missing.value.uri == path
+    assert not st.exists(path)
+    assert st.list_from(st.join("_delta_log"), "") == []
+    with pytest.raises(StorageError) as failed:
+        st.put_if_absent(path, b"{}")
+    assert failed.value.uri == path
+    assert failed.value.operation == "put_if_absent"
+
+
+def test_s3_unreachable_endpoint_raises_storage_error(s3_storage_options: dict[str, Any]) -> None:
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = {
+        **s3_storage_options,
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2},
+    }
+    st = open_storage("s3://bucket/t", options)
+    path = st.join("_delta_log", "00000000000000000000.json")
+    for call in (
+        lambda: st.read(path),
+        lambda: st.exists(path),
+        lambda: st.list_from(st.join("_delta_log"), ""),
+        lambda: st.put_if_absent(path, b"{}"),
+    ):
+        with pytest.raises(StorageError) as failed:
+            call()
+        assert not isinstance(failed.value, ObjectNotFoundError)
+        assert failed.value.uri.startswith("s3://bucket/t/_delta_log")
+        assert "s3://bucket/t/_delta_log" in str(failed.value)
+
+
+# --- Polars options ------------------------------------------------------------------------------
+
+
+def test_polars_options_translate_s3fs_options() -> None:
+    assert polars_options(
+        {
+            "key": "AK",
+            "secret": "SK",
+            "token": "TOK",
+            "endpoint_url": "http://127.0.0.1:9000",
+            "client_kwargs": {"region_name": "eu-west-1"},
+        }
+    ) == {
+        "aws_access_key_id": "AK",
+        "aws_secret_access_key": "SK",
+        "aws_session_token": "TOK",
+        "aws_endpoint_url": "http://127.0.0.1:9000",
+        "aws_allow_http": "true",
+        "aws_region": "eu-west-1",
+    }
+    https = polars_options({"client_kwargs": {"endpoint_url": "https://s3.example"}})
+    assert https == {"aws_endpoint_url": "https://s3.example"}
+    assert polars_options({"anon": True}) == {"aws_skip_signature": "true"}
