@@ -1,8 +1,12 @@
-"""Reads the files of a log segment into one DuckDB table of actions.
+"""Makes the files of a log segment queryable in DuckDB, without copying them.
 
-This is the I/O edge of replay: JSON commits are parsed by DuckDB's ``read_json`` straight
-into the canonical action shape; checkpoint Parquet files (classic, multi-part, V2 with
-sidecars, JSON V2) are projected onto the same shape. Failures name the file at fault.
+This is the I/O edge of replay. JSON commits are read as raw lines
+(``read_ndjson_objects``) and parsed with ``from_json`` into the canonical action shape;
+checkpoint Parquet files (classic, multi-part, V2 with sidecars, JSON V2) are projected
+onto the same shape. Only a slim table is materialised — per file action its version, a
+128-bit hash of its (path, DV id) key and whether it adds — plus the raw text of the few
+non-file actions; replay then reads the winners' payloads in one more streaming pass.
+Failures name the file at fault.
 """
 
 from __future__ import annotations
@@ -18,15 +22,18 @@ import pyarrow.parquet as pq
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
-from lakequery.protocol.replay import dv_unique_id_sql, key_sql
+from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
 from lakequery.storage import Storage
 
+#: Slim per-action table of the commits: version, h (key hash, NULL for non-file actions),
+#: is_add, other (raw JSON of a non-file action, else NULL).
+COMMIT_KEYS = "_lq_commit_keys"
+#: View of the commits' actions in the canonical shape with ``key``, ``dvid`` and ``h``.
 COMMITS = "_lq_commits"
+#: View of the checkpoint's actions, same columns (empty without a checkpoint).
 CHECKPOINT = "_lq_checkpoint"
-#: Every action of the segment, checkpoint first (for the small non-file actions).
-ALL_ACTIONS = f"(SELECT * FROM {CHECKPOINT} UNION ALL BY NAME SELECT * FROM {COMMITS})"
-_COLUMNS = ("version", *act.ACTIONS)
-_VERSION_FROM_NAME = r"regexp_extract(filename, '(\d{20})[^/]*$', 1)"
+#: Commit files are named ``<20 digits>.json``: the version is a fixed slice of the name.
+_VERSION_FROM_NAME = "left(right(filename, 25), 20)"
 
 
 def _q(name: str) -> str:
@@ -55,41 +62,57 @@ class LogReader:
         """
         paths = "[" + ", ".join(_lit(self.storage.duckdb_path(f)) for f in files) + "]"
         ver = str(int(version)) if version is not None else f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
-        names = ", ".join(f"j.{_q(a)} AS {_q(a)}" for a in act.ACTIONS)
+        names = ", ".join(_q(a) for a in act.ACTIONS)
+        # unnest() expands the parsed struct once; field access on a from_json() expression
+        # would be inlined and parse every line once per field.
         return (
             f"SELECT {ver} AS version, {names} FROM ("
-            f"SELECT from_json(json, {_lit(act.json_structure())}) AS j, filename "
+            f"SELECT unnest(from_json(json, {_lit(act.json_structure())})), filename "
             f"FROM read_ndjson_objects({paths}, filename=true))"
         )
 
     def load(self, checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> None:
-        """Makes the segment queryable: ``_lq_commits`` (a table of the commits' actions)
-        and ``_lq_checkpoint`` (a view streaming the checkpoint; empty without one), both
-        with the canonical ``key`` and ``dvid`` of each file action.
-
-        Commits are small per version and parsed once into a table; a checkpoint can hold
-        millions of reconciled actions, so it is never copied: replay reads it in place.
-        """
+        """Creates ``_lq_commit_keys`` (materialised, slim) and the ``_lq_commits`` and
+        ``_lq_checkpoint`` views (streamed when replay reads them)."""
         if checkpoint is None and not commits:
             raise CorruptLogError(self.storage.join("_delta_log"), "no log files to read")
+        empty = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
+        full = self.json_actions_sql([c.path for c in commits]) if commits else empty
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {COMMITS} AS {self._keyed(full)}")
         if commits:
-            source = self.json_actions_sql([c.path for c in commits])
-        else:
-            source = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
-        try:
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {COMMITS} AS {self._keyed(source)}")
-        except duckdb.Error as exc:
-            raise self._diagnose(exc, None, commits) from exc
-        if checkpoint is None:
-            cp_sql = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
-        else:
-            cp_sql = " UNION ALL ".join(self._checkpoint_sql(checkpoint))
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {CHECKPOINT} AS {self._keyed(cp_sql)}")
-        if checkpoint is not None:
-            try:  # cheap: reads only the small non-file columns; proves the files readable
-                self.con.execute(f"SELECT count(protocol) FROM {CHECKPOINT}").fetchall()
+            slim = self._slim_sql([c.path for c in commits])
+            try:
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {COMMIT_KEYS} AS {slim}")
             except duckdb.Error as exc:
-                raise self._diagnose(exc, checkpoint, ()) from exc
+                raise self._diagnose(exc, None, commits) from exc
+        else:
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {COMMIT_KEYS} (version BIGINT, h HUGEINT, "
+                "is_add BIGINT, other VARCHAR)"
+            )
+        cp_sql = " UNION ALL ".join(self._checkpoint_sql(checkpoint)) if checkpoint else empty
+        try:
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {CHECKPOINT} AS {self._keyed(cp_sql)}")
+            if checkpoint is not None:  # cheap: reads the small protocol column of every part
+                self.con.execute(f"SELECT count(protocol) FROM {CHECKPOINT}").fetchall()
+        except duckdb.Error as exc:
+            raise self._diagnose(exc, checkpoint, ()) from exc
+
+    def _slim_sql(self, files: Sequence[str]) -> str:
+        """Pass one over the commits: keys and versions only, plus raw non-file lines."""
+        paths = "[" + ", ".join(_lit(self.storage.duckdb_path(f)) for f in files) + "]"
+        ver = f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
+        file_action = "add IS NOT NULL OR remove IS NOT NULL"
+        path = "coalesce(add.path, remove.path)"
+        dv = "coalesce(add.deletionVector, remove.deletionVector)"
+        key = key_hash_sql(key_sql(path, self.storage.root), dv_unique_id_sql(dv))
+        return (
+            f"SELECT {ver} AS version, CASE WHEN {file_action} THEN {key} END AS h, "
+            "CAST(add IS NOT NULL AS BIGINT) AS is_add, "
+            f"CASE WHEN NOT ({file_action}) THEN json END AS other FROM ("
+            f"SELECT unnest(from_json(json, {_lit(act.json_structure(slim=True))})), json, "
+            f"filename FROM read_ndjson_objects({paths}, filename=true))"
+        )
 
     def _empty_sql(self) -> str:
         cols = ", ".join(f"CAST(NULL AS {act.action_type(a)}) AS {_q(a)}" for a in act.ACTIONS)
@@ -98,15 +121,28 @@ class LogReader:
     def _keyed(self, source: str) -> str:
         path = "coalesce(add.path, remove.path)"
         dv = "coalesce(add.deletionVector, remove.deletionVector)"
+        key = key_sql(path, self.storage.root)
+        dvid = dv_unique_id_sql(dv)
         return (
+            f"SELECT *, {key_hash_sql('key', 'dvid')} AS h FROM ("
             "SELECT *, CASE WHEN add IS NULL AND remove IS NULL THEN NULL "
-            f"ELSE {key_sql(path, self.storage.root)} END AS key, "
-            f"{dv_unique_id_sql(dv)} AS dvid FROM ({source})"
+            f"ELSE {key} END AS key, {dvid} AS dvid FROM ({source}))"
+        )
+
+    def non_file_actions_sql(self) -> str:
+        """The segment's protocol/metaData/txn/domainMetadata actions with their versions."""
+        cols = ", ".join(_q(a) for a in act.NON_FILE_ACTIONS)
+        parsed = ", ".join(f"j.{_q(a)} AS {_q(a)}" for a in act.NON_FILE_ACTIONS)
+        return (
+            f"SELECT version, {cols} FROM {CHECKPOINT} UNION ALL SELECT version, {parsed} FROM (SELECT version, "
+            f"from_json(other, {_lit(act.json_structure())}) AS j FROM {COMMIT_KEYS} "
+            "WHERE other IS NOT NULL)"
         )
 
     def drop(self) -> None:
         self.con.execute(f"DROP VIEW IF EXISTS {CHECKPOINT}")
-        self.con.execute(f"DROP TABLE IF EXISTS {COMMITS}")
+        self.con.execute(f"DROP VIEW IF EXISTS {COMMITS}")
+        self.con.execute(f"DROP TABLE IF EXISTS {COMMIT_KEYS}")
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _checkpoint_sql(self, checkpoint: Checkpoint) -> list[str]:

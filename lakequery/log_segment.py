@@ -23,7 +23,7 @@ from lakequery.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lakequery.log_reader import ALL_ACTIONS, CHECKPOINT, COMMITS, LogReader
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.features import Protocol, check_readable
@@ -35,6 +35,7 @@ from lakequery.protocol.replay import (
     latest_non_file_actions,
     partition_value_sql,
     replay_files,
+    replay_tombstones,
 )
 from lakequery.protocol.schema import DeltaType, PrimitiveType, validate_type_changes
 from lakequery.storage import Storage
@@ -48,7 +49,6 @@ class TableState:
     protocol: Protocol
     metadata: Metadata
     files: pa.Table  # live files, columns replay.FILE_COLUMNS
-    tombstones: pa.Table  # path, version, remove
     txns: Mapping[str, Mapping[str, Any]]
     domains: Mapping[str, str]
     segment: LogSegment
@@ -58,6 +58,9 @@ def internal_connection() -> duckdb.DuckDBPyConnection:
     """A private DuckDB connection for log work (row order never matters there)."""
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
+    # Replay joins a small table of winners with a large stream of parsed actions; DuckDB's
+    # cardinality estimate for JSON scans is poor and it would otherwise hash the stream.
+    con.execute("SET disabled_optimizers = 'build_side_probe_side'")
     return con
 
 
@@ -160,7 +163,7 @@ def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegmen
 def _replay_loaded(
     storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment
 ) -> TableState:
-    found = latest_non_file_actions(con, ALL_ACTIONS)
+    found = latest_non_file_actions(con, LogReader(storage, con).non_file_actions_sql())
     where = segment.commits[-1].path if segment.commits else log_dir(storage)
     if not found["protocol"]:
         raise CorruptLogError(
@@ -176,17 +179,17 @@ def _replay_loaded(
     validate_type_changes(metadata.schema)
     props = TableProperties(metadata.configuration)
     now_ms = int(time.time() * 1000)
-    result = replay_files(
+    files = replay_files(
         con,
+        commit_keys=COMMIT_KEYS,
         commits=COMMITS,
         checkpoint=CHECKPOINT,
-        tombstone_cutoff_ms=now_ms - props.deleted_file_retention_ms,
         partition_sql=[
             partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
             for _, key, t in partition_specs(metadata, protocol)
         ],
     )
-    check_paths(con, result.files, root=storage.root)
+    check_paths(con, files, root=storage.root)
     txn_retention = props.set_transaction_retention_ms
     txns: dict[str, Mapping[str, Any]] = {}
     for _, txn in found["txn"]:
@@ -199,9 +202,7 @@ def _replay_loaded(
         for _, d in found["domainMetadata"]
         if not d.get("removed")
     }
-    return TableState(
-        segment.version, protocol, metadata, result.files, result.tombstones, txns, domains, segment
-    )
+    return TableState(segment.version, protocol, metadata, files, txns, domains, segment)
 
 
 def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
@@ -220,3 +221,22 @@ def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
             info = doc.get("commitInfo")
             return info if isinstance(info, dict) else None
     return None
+
+
+def load_tombstones(storage: Storage, state: TableState) -> pa.Table:
+    """The unexpired ``remove`` actions of a loaded state (read again from its segment:
+    only VACUUM-like work needs them, so snapshots do not keep them)."""
+    con = internal_connection()
+    reader = LogReader(storage, con)
+    segment = state.segment
+    cutoff = (
+        int(time.time() * 1000)
+        - TableProperties(state.metadata.configuration).deleted_file_retention_ms
+    )
+    try:
+        reader.load(segment.checkpoint, segment.commits)
+        return replay_tombstones(
+            con, commit_keys=COMMIT_KEYS, commits=COMMITS, checkpoint=CHECKPOINT, cutoff_ms=cutoff
+        )
+    finally:
+        reader.drop()

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.log_segment import TableState, partition_specs, read_commit_info
+from lakequery.history import commit_timestamps
+from lakequery.log_segment import (
+    TableState,
+    list_log,
+    load_tombstones,
+    partition_specs,
+    read_commit_info,
+)
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import (
     ColumnMappingMode,
@@ -106,10 +113,18 @@ class Snapshot:
 
     @property
     def timestamp(self) -> datetime | None:
-        """Commit time of this version (in-commit timestamp when present)."""
-        info = self.commit_info or {}
-        ms = info.get("inCommitTimestamp", info.get("timestamp"))
-        return datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc) if ms is not None else None
+        """Commit time of this version as time travel sees it (digest §16): the in-commit
+        timestamp where enabled, else the commit file's time made strictly increasing."""
+        return self._timestamp
+
+    @cached_property
+    def _timestamp(self) -> datetime | None:
+        listing = list_log(self._storage, 0)
+        commits = [c for c in listing.commits if c.version <= self.version]
+        if not commits or commits[-1].version != self.version:
+            return None  # the commit file is gone (log cleanup)
+        ms = commit_timestamps(self._storage, commits, self.properties)[-1]
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
     @property
     def num_files(self) -> int:
@@ -149,7 +164,7 @@ class Snapshot:
 
     def tombstones(self) -> pa.Table:
         """Unexpired ``remove`` actions (used by VACUUM): ``path``, ``version`` and ``remove``."""
-        return self._state.tombstones.rename_columns(["path", "version", "remove"])
+        return load_tombstones(self._storage, self._state)
 
     def num_records(self) -> int | None:
         """Logical row count from statistics (None when a file lacks ``numRecords``)."""

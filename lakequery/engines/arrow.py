@@ -128,7 +128,7 @@ class _Reader:
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
-        n = data.num_rows
+        n = raw.num_rows  # also right when only partition columns are read
         arrays = {}
         for s in self.specs:
             if s.partition:

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from lakequery.scan import Scan
 
 
+def glob_literal(path: str) -> str:
+    """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
+    one-character classes); the ``filename`` column still reports the plain path."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+
+
 def _norm(type_name: str) -> str:
     return re.sub(r'[\s"]', "", type_name).upper()
 
@@ -129,7 +135,11 @@ class _Builder:
 
     def branch_sql(self, branch: _Branch) -> str:
         files = (
-            "[" + ", ".join(quote_str(self.storage.duckdb_path(p)) for p in branch.locations) + "]"
+            "["
+            + ", ".join(
+                quote_str(glob_literal(self.storage.duckdb_path(p))) for p in branch.locations
+            )
+            + "]"
         )
         options = "union_by_name=true"
         joined = branch.values is None

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 #: Polars release lacks it, scans of files with deletion vectors go through Arrow.
 _HAS_DELETION_HOOK = "_deletion_files" in inspect.signature(pl.scan_parquet).parameters
 
+_ROW_INDEX = "__lakequery_row"
+
 _CAST = pl.ScanCastOptions(
     integer_cast=["upcast", "allow-float"],
     float_cast="upcast",
@@ -129,6 +131,8 @@ def _group_frame(
     }
     if local_masks:
         extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local_masks))
+    if not present:  # only constants wanted: a row index carries the row count
+        extra["row_index_name"] = _ROW_INDEX
     lf = pl.scan_parquet(
         paths,
         schema=schema,
@@ -136,6 +140,7 @@ def _group_frame(
         extra_columns="ignore",
         cast_options=_CAST,
         storage_options=options,
+        glob=False,  # file names are literal, even with * ? [ in them
         **extra,  # type: ignore[arg-type]
     )
     exprs: list[pl.Expr] = []
@@ -149,7 +154,8 @@ def _group_frame(
             exprs.append(col.cast(_dtype(s.type)).alias(s.name))
         else:
             exprs.append(pl.lit(None, dtype=_dtype(s.type)).alias(s.name))
-    return lf.select(exprs)
+    # with_columns broadcasts literals to the frame's height; select alone would not
+    return lf.with_columns(exprs).select([s.name for s in specs])
 
 
 def _native(spec: ColumnSpec, mode: str, changes: list[TypeChange]) -> bool:

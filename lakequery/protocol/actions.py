@@ -116,7 +116,13 @@ def _structure(fields: tuple[tuple[str, str], ...]) -> dict[str, object]:
     return {n: _structure(DV_FIELDS) if t == DV_TYPE else t for n, t in fields}
 
 
-def json_structure() -> str:
+_SLIM_FIELDS = (("path", "VARCHAR"), ("deletionVector", DV_TYPE))
+
+
+def json_structure(*, slim: bool = False) -> str:
     """The structure argument of DuckDB's ``from_json`` that parses one log line into the
-    canonical action columns (unknown actions and fields are ignored)."""
+    canonical action columns (unknown actions and fields are ignored). ``slim`` keeps only
+    what identifies a file action: ``add``/``remove`` path and deletion vector."""
+    if slim:
+        return json.dumps({name: _structure(_SLIM_FIELDS) for name in ("add", "remove")})
     return json.dumps({name: _structure(fields) for name, fields in ACTIONS.items()})

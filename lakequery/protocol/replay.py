@@ -8,7 +8,6 @@ loops over actions in Python.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -53,7 +52,12 @@ def key_sql(path: str, root: str) -> str:
         f"WHEN starts_with({decoded}, {_sql_str(p)}) THEN substr({decoded}, {len(p) + 1})"
         for p in root_prefixes(root)
     )
-    return f"(CASE {cases} ELSE {decoded} END)"
+    # the common case (relative, nothing escaped) skips decoding and the prefix tests
+    return (
+        f"(CASE WHEN NOT (contains({path}, ':') OR starts_with({path}, '/')) THEN "
+        f"(CASE WHEN contains({path}, '%') THEN {decoded} ELSE {path} END) "
+        f"ELSE (CASE {cases} ELSE {decoded} END) END)"
+    )
 
 
 #: Partition column types DuckDB casts exactly as the protocol serializes them (digest §9.1);
@@ -80,16 +84,14 @@ def partition_value_sql(key: str, type_name: str) -> str:
     return f"CAST({raw} AS {sql_type})"
 
 
-@dataclass(frozen=True)
-class ReplayResult:
-    """Live files and unexpired tombstones, as Arrow tables."""
-
-    files: pa.Table  # one row per live file, columns FILE_COLUMNS
-    tombstones: pa.Table  # columns: path, version, remove (canonical struct)
+def key_hash_sql(key: str, dvid: str) -> str:
+    """SQL for a 128-bit hash of a file action's (key, DV id): what replay groups on, so the
+    wide path strings never need to be held for every action (collisions: ~2**-100)."""
+    return f"md5_number({key} || chr(0) || coalesce({dvid}, ''))"
 
 
-#: The live-file columns replay produces, followed by one ``partition_raw_<i>`` string
-#: column per partition column (``Snapshot.files()`` turns those into typed values).
+#: The live-file columns replay produces, followed by one ``partition_raw_<i>`` column per
+#: partition column (``Snapshot.files()`` turns those into typed values).
 FILE_COLUMNS = (
     "path",
     "size",
@@ -102,63 +104,86 @@ FILE_COLUMNS = (
     "tags",
 )
 
+_WINNERS = "_lq_winners"
+
+
+def _winners(con: duckdb.DuckDBPyConnection, commit_keys: str) -> None:
+    """Per key hash in the commits, the code ``2 * version + is_add`` of its newest action."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_WINNERS} AS SELECT h, max(version * 2 + is_add) AS code "
+        f"FROM {commit_keys} WHERE h IS NOT NULL GROUP BY h"
+    )
+
+
+def _live_sql(checkpoint: str, commits: str, what: str, cols: str, extra: str = "") -> str:
+    """Rows of ``what`` (add | remove) that are the newest action of their key."""
+    is_add = 1 if what == "add" else 0
+    return (
+        f"SELECT {cols} FROM {checkpoint} AS a ANTI JOIN {_WINNERS} AS w ON w.h = a.h "
+        f"WHERE {what} IS NOT NULL {extra} "
+        f"UNION ALL SELECT {cols} FROM {commits} AS a SEMI JOIN {_WINNERS} AS w "
+        f"ON w.h = a.h AND w.code = a.version * 2 + {is_add} WHERE {what} IS NOT NULL {extra}"
+    )
+
+
+def _stream_to_arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Runs ``sql`` and collects its result batch by batch: DuckDB never holds the whole
+    result next to its Arrow copy (``to_arrow_table`` would, doubling peak memory)."""
+    reader = con.sql(sql).to_arrow_reader(batch_size=64 * 1024)
+    table: pa.Table = reader.read_all()
+    return table
+
 
 def replay_files(
     con: duckdb.DuckDBPyConnection,
     *,
+    commit_keys: str,
     commits: str,
     checkpoint: str,
-    tombstone_cutoff_ms: int,
     partition_sql: Sequence[str] = (),
-) -> ReplayResult:
-    """Reconciles file actions: ``checkpoint`` (a table or view of reconciled actions) and
-    ``commits`` (the commits after it), both with the columns version, add, remove and the
-    canonical ``key`` / ``dvid`` of each file action.
+) -> pa.Table:
+    """The live files of a segment (digest §6), one row each, columns FILE_COLUMNS.
 
-    A key's newest action decides: an ``add`` makes it live, a ``remove`` makes it a
-    tombstone; tombstones whose ``deletionTimestamp`` is at or before the cutoff expire.
-    Checkpoint rows are already one per key, so they survive unless a commit names their
-    key (an anti-join against the small commit table); among commits the winner of each
-    key is found with a hash aggregate on slim columns. Only the winners' payloads are
-    copied out, with one column ``partition_raw_<i>`` per expression of ``partition_sql``
-    (over ``add``: see :func:`partition_value_sql`).
+    ``commit_keys`` is the slim table (version, h, is_add) of the commits' file actions;
+    ``commits`` and ``checkpoint`` are views of the actions in the canonical shape with
+    ``h``. A key's newest action decides: an ``add`` makes it live. Checkpoint rows are
+    already one per key and survive unless a commit names their key; among the commits,
+    the winner per key comes from a hash aggregate over the slim table. Only the winners'
+    payloads are read out, with one column ``partition_raw_<i>`` per expression of
+    ``partition_sql`` (over ``add``: see :func:`partition_value_sql`).
     """
     raw_parts = "".join(f", {expr} AS partition_raw_{i}" for i, expr in enumerate(partition_sql))
-    file_cols = f"""key AS path, add.size AS size,
+    cols = f"""key AS path, add.size AS size,
         add.modificationTime AS modification_time,
         TRY_CAST(json_extract_string(add.stats, '$.numRecords') AS BIGINT) AS num_records,
         add.stats AS stats, add.deletionVector AS deletion_vector,
         add.baseRowId AS base_row_id,
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags{raw_parts}"""
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _lq_winners AS
-        SELECT arg_max(rowid, version * 2 + CAST(add IS NOT NULL AS BIGINT)) AS rid, key, dvid
-        FROM {commits} WHERE key IS NOT NULL GROUP BY key, dvid
-        """
-    )
-    surviving = (
-        "NOT EXISTS (SELECT 1 FROM _lq_winners AS w "
-        "WHERE w.key = a.key AND w.dvid IS NOT DISTINCT FROM a.dvid)"
-    )
-    in_commits = "rowid IN (SELECT rid FROM _lq_winners)"
-    alive = f"coalesce(remove.deletionTimestamp, 0) > {int(tombstone_cutoff_ms)}"
+    _winners(con, commit_keys)
     try:
-        files = con.sql(
-            f"SELECT {file_cols} FROM {checkpoint} AS a WHERE add IS NOT NULL AND {surviving} "
-            f"UNION ALL SELECT {file_cols} FROM {commits} AS a "
-            f"WHERE add IS NOT NULL AND {in_commits}"
-        ).to_arrow_table()
-        tombstones = con.sql(
-            f"SELECT key AS path, version, remove FROM {checkpoint} AS a "
-            f"WHERE remove IS NOT NULL AND {alive} AND {surviving} "
-            f"UNION ALL SELECT key AS path, version, remove FROM {commits} AS a "
-            f"WHERE add IS NULL AND remove IS NOT NULL AND {alive} AND {in_commits}"
-        ).to_arrow_table()
+        return _stream_to_arrow(con, _live_sql(checkpoint, commits, "add", cols))
     finally:
-        con.execute("DROP TABLE IF EXISTS _lq_winners")
-    return ReplayResult(files, tombstones)
+        con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+
+
+def replay_tombstones(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    commit_keys: str,
+    commits: str,
+    checkpoint: str,
+    cutoff_ms: int,
+) -> pa.Table:
+    """Unexpired tombstones: removes that are the newest action of their key and whose
+    ``deletionTimestamp`` is after ``cutoff_ms``. Columns: path, version, remove."""
+    _winners(con, commit_keys)
+    try:
+        alive = f"AND coalesce(remove.deletionTimestamp, 0) > {int(cutoff_ms)}"
+        sql = _live_sql(checkpoint, commits, "remove", "key AS path, version, remove", alive)
+        return _stream_to_arrow(con, sql)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
 _ESCAPE_SQL = (
@@ -189,7 +214,7 @@ def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -
 
 
 def latest_non_file_actions(
-    con: duckdb.DuckDBPyConnection, actions: str
+    con: duckdb.DuckDBPyConnection, actions_sql: str
 ) -> dict[str, list[tuple[int, dict[str, Any]]]]:
     """The non-file actions that survive replay, newest first where order matters.
 
@@ -198,6 +223,7 @@ def latest_non_file_actions(
     latest txn per appId and the latest domainMetadata per domain (tombstones included;
     the caller drops ``removed`` domains).
     """
+    actions = f"({actions_sql})"
     out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for name in ("protocol", "metaData"):
         rows = con.sql(
