@@ -277,13 +277,14 @@ def _coerce_number(lit: Literal, value: Any, target: pa.DataType, arith: bool) -
         ctx.prec = 200
         d = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
         precision, scale = decimal_params(target)
-        p_lit, s_lit = decimal_shape(d)
-        if s_lit <= scale and p_lit - s_lit <= precision - scale:
-            return Literal(d.quantize(Decimal(1).scaleb(-scale)), target)
+        exact = d.quantize(Decimal(1).scaleb(-scale))
+        if exact == d and decimal_shape(exact)[0] - scale <= precision - scale:
+            return Literal(exact, target)
+        p_lit, s_lit = decimal_shape(d.normalize())
         new_scale = max(scale, s_lit)
         new_precision = max(precision - scale, p_lit - s_lit) + new_scale
-        if new_precision > 38:
-            raise PredicateError(value, f"decimal literal {d} does not fit {target}")
+        if new_precision > 38:  # no common decimal type: compare as doubles
+            return Literal(float(d), _FLOAT64)
         return Literal(
             d.quantize(Decimal(1).scaleb(-new_scale)), pa.decimal128(new_precision, new_scale)
         )

@@ -18,6 +18,10 @@ timestamp (any zone)   ``HUGEINT`` microseconds since the   max + 999 µs (ms tr
 =====================  ===================================  =============================
 
 A NULL value means "unknown"; every pruning condition treats it as "may match".
+
+Type widening (digest §14) keeps older files' statistics in the old type: integers,
+decimals and dates read exactly in the wider domain; float statistics of a column widened
+to double are read both ways and the looser bound is kept.
 """
 
 from __future__ import annotations
@@ -60,11 +64,23 @@ def _json_type(t: pa.DataType) -> str:
     return "VARCHAR"
 
 
-def _text_to_domain(text: str, t: pa.DataType) -> str:
-    """SQL converting stats text (from JSON or a string-typed struct) to the domain."""
+def _text_to_domain(text: str, t: pa.DataType, side: str = "") -> str:
+    """SQL converting stats text (from JSON or a string-typed struct) to the domain.
+
+    ``side`` is ``minValues`` or ``maxValues`` for bounds. A double column may have been
+    widened from float (type widening): its older files carry float statistics such as
+    ``3.4`` whose float value (3.4000000953674316 as a double) differs from the double
+    ``3.4``; the bound is then the looser of the two readings.
+    """
     cat = category(t)
     if cat == "float":
-        return _no_nan(f"TRY_CAST({text} AS {duckdb_type(t)})")
+        as_type = _no_nan(f"TRY_CAST({text} AS {duckdb_type(t)})")
+        if not pat.is_float64(t) or side not in ("minValues", "maxValues"):
+            return as_type
+        as_float = f"CAST(TRY_CAST({text} AS FLOAT) AS DOUBLE)"
+        as_float = f"CASE WHEN isfinite({as_float}) THEN {as_float} END"
+        pick = "least" if side == "minValues" else "greatest"
+        return f"{pick}({as_type}, {as_float})"
     if cat == "date":
         return f"TRY_CAST({text} AS DATE)"
     if cat == "timestamp_tz":
@@ -177,7 +193,7 @@ class StatsSources:
         raw = self._json(names, json_type)
         from_json = None
         if raw is not None:
-            from_json = _text_to_domain(raw, t) if json_type == "VARCHAR" else raw
+            from_json = _text_to_domain(raw, t, names[0]) if json_type == "VARCHAR" else raw
         parsed = self._parsed(names, alias)
         from_parsed = _typed_to_domain(parsed[0], parsed[1], t) if parsed else None
         if from_json and from_parsed:
