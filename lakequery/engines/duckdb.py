@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 def glob_literal(path: str) -> str:
     """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
     one-character classes); the ``filename`` column still reports the plain path."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+    return path.translate(_GLOB_ESCAPES)
+
+
+_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
 
 
 def _norm(type_name: str) -> str:
@@ -80,10 +83,34 @@ def _bind_types(
         rel = con.sql(f"SELECT * FROM {source}")
         return {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
     except duckdb.IOException as exc:
-        missing = next((p for p in locations if p in str(exc)), None)
-        if missing is not None or "No files found" in str(exc):
-            raise ObjectNotFoundError(missing or locations[0], "read data file") from exc
-        raise
+        raise _missing_file(exc, locations) from exc
+
+
+def _missing_file(exc: duckdb.IOException, locations: list[str]) -> Exception:
+    missing = next((p for p in locations if p in str(exc)), None)
+    if missing is not None or "No files found" in str(exc):
+        return ObjectNotFoundError(missing or locations[0], "read data file")
+    out: Exception = exc
+    return out
+
+
+def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str]) -> bool:
+    """True when every file has the same columns and types: then ``read_parquet`` can skip
+    ``union_by_name`` (which costs DuckDB noticeably at execution time)."""
+    if len(locations) < 2:
+        return True
+    fingerprint = (
+        "string_agg(name || ':' || coalesce(type, '') || ':' || coalesce(logical_type, '') "
+        "|| ':' || coalesce(CAST(num_children AS VARCHAR), ''), ',' ORDER BY name)"
+    )
+    try:
+        rows = con.sql(
+            f"SELECT count(DISTINCT fp) FROM (SELECT file_name, {fingerprint} AS fp "
+            f"FROM parquet_schema({files}) GROUP BY file_name)"
+        ).fetchall()
+    except duckdb.IOException as exc:
+        raise _missing_file(exc, locations) from exc
+    return bool(rows[0][0] == 1)
 
 
 #: Above this many partition-value groups the files are read in one scan and joined with
@@ -100,6 +127,18 @@ class _Branch:
     deletion_vectors: bool  # anti-join with deleted positions
 
 
+#: File list -> the column types all its files share (None: they differ). Data files are
+#: immutable, so the answer for a list of paths never changes.
+_SHARED_TYPES: dict[tuple[str, ...], dict[str, str] | None] = {}
+_SHARED_TYPES_MAX = 256
+
+
+def _remember(key: tuple[str, ...], types: dict[str, str] | None) -> None:
+    if len(_SHARED_TYPES) >= _SHARED_TYPES_MAX:
+        _SHARED_TYPES.pop(next(iter(_SHARED_TYPES)))
+    _SHARED_TYPES[key] = types
+
+
 class _Builder:
     def __init__(self, scan: Scan, con: duckdb.DuckDBPyConnection) -> None:
         self.scan = scan
@@ -109,6 +148,24 @@ class _Builder:
         self.specs = column_specs(scan)
         self.parts_table: str | None = None
         self.dv_table: str | None = None
+        self.needs_data = any(not s.partition for s in self.specs)
+        # One look at all footers decides for every branch: when all files share a schema,
+        # branches read without union_by_name and reuse one set of column types.
+        self.shared_types: dict[str, str] | None = None
+        locations = scan.plan().location_list
+        if self.needs_data and locations:
+            key = tuple(locations)
+            if key in _SHARED_TYPES:
+                self.shared_types = _SHARED_TYPES[key]
+            else:
+                files = self.files_sql(locations)
+                if _same_schema(con, files, locations):
+                    self.shared_types = _bind_types(con, f"read_parquet({files})", locations)
+                _remember(key, self.shared_types)
+
+    def files_sql(self, locations: list[str]) -> str:
+        paths = (quote_str(glob_literal(self.storage.duckdb_path(p))) for p in locations)
+        return "[" + ", ".join(paths) + "]"
 
     def _register(self, prefix: str, table: pa.Table) -> str:
         name = f"_lq_{prefix}_{uuid.uuid4().hex}"
@@ -134,22 +191,17 @@ class _Builder:
         self.dv_table = self._register("dv", table)
 
     def branch_sql(self, branch: _Branch) -> str:
-        files = (
-            "["
-            + ", ".join(
-                quote_str(glob_literal(self.storage.duckdb_path(p))) for p in branch.locations
-            )
-            + "]"
-        )
-        options = "union_by_name=true"
+        files = self.files_sql(branch.locations)
+        uniform = not self.needs_data or self.shared_types is not None
+        options = "union_by_name=false" if uniform else "union_by_name=true"
         joined = branch.values is None
         if joined or branch.deletion_vectors:
             options += ", filename=true"
         if branch.deletion_vectors:
             options += ", file_row_number=true"
         source = f"read_parquet({files}, {options})"
-        actual: dict[str, str] = {}
-        if any(not s.partition for s in self.specs):
+        actual: dict[str, str] = self.shared_types or {}
+        if self.needs_data and self.shared_types is None:
             actual = _bind_types(self.con, source, branch.locations)
         select = (
             ", ".join(
@@ -196,7 +248,11 @@ def duckdb_relation(
     scan: Scan, con: duckdb.DuckDBPyConnection | None = None
 ) -> duckdb.DuckDBPyRelation:
     """Builds the scan's relation on ``con`` (a new connection when None)."""
-    con = con if con is not None else duckdb.connect()
+    if con is None:
+        con = duckdb.connect()
+    # Delta data files never change in place: footers read while planning are reused when
+    # the query runs (DuckDB's cache also checks each file's modification time).
+    con.execute("SET parquet_metadata_cache = true")
     plan = scan.plan()
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
