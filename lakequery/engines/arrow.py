@@ -70,8 +70,9 @@ class _Reader:
         self.filter = to_pyarrow(scan.filter) if scan.filter is not None else None
         self.pushdown: pc.Expression | None = None
         if scan.filter is not None and self.mode == "none":
+            # only a filter over columns stored in every file can go into the dataset scan
             used = {p[0] for p in referenced_columns(scan.filter)}
-            if not used & set(snap.partition_columns):
+            if used <= set(self.phys.names):
                 self.pushdown = self.filter
         self.fs, self.to_fs = snap.storage.arrow_filesystem()
         self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])
