@@ -45,16 +45,21 @@ LOG_DIR = "_delta_log"
 CONFORMANCE_ENV = "LAKEQUERY_CONFORMANCE_DIR"
 
 
-def conformance_table(name: str) -> Path:
-    """A real Delta table of the shared conformance set (``$LAKEQUERY_CONFORMANCE_DIR`` or
-    ``<repo>/../shared/conformance``), as the conformance suite locates it."""
+def conformance_dir() -> Path:
+    """The shared conformance set: ``$LAKEQUERY_CONFORMANCE_DIR`` or
+    ``<repo>/../shared/conformance`` (CI clones the repo beside ``shared/``)."""
     override = os.environ.get(CONFORMANCE_ENV)
     base = (
         Path(override).expanduser()
         if override
         else Path(__file__).resolve().parents[1].parent / "shared" / "conformance"
     )
-    return base.resolve() / "tables" / name
+    return base.resolve()
+
+
+def conformance_table(name: str) -> Path:
+    """A real Delta table of the shared conformance set."""
+    return conformance_dir() / "tables" / name
 
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from tablekit import conformance_dir as shared_conformance_dir
 
 ENV_VAR = "LAKEQUERY_CONFORMANCE_DIR"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_DIR = REPO_ROOT.parent / "shared" / "conformance"
 
 # Every expectation is checked through each of these read paths.
 ENGINES: tuple[str, ...] = ("arrow", "arrow_reader", "duckdb", "polars")
@@ -34,8 +33,7 @@ class ConformanceDataMissing(Exception):
 
 
 def conformance_dir() -> Path:
-    override = os.environ.get(ENV_VAR)
-    return Path(override).expanduser().resolve() if override else DEFAULT_DIR.resolve()
+    return shared_conformance_dir()
 
 
 def load_manifest() -> dict[str, Any]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from tablekit import conformance_dir
 
 from lakequery.protocol.last_checkpoint import checkpoint_checksum, parse_last_checkpoint
 
-CONFORMANCE = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "tables"
+CONFORMANCE = conformance_dir() / "tables"
 
 
 def test_digest_test_vector() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import json
 import math
-import os
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tablekit import conformance_dir
 
 from lakequery.errors import SchemaError
 from lakequery.protocol import partitions as partitions_mod
@@ -32,9 +32,7 @@ from lakequery.protocol.schema import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CONFORMANCE = Path(
-    os.environ.get("LAKEQUERY_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
-)
+CONFORMANCE = conformance_dir()
 P = PrimitiveType
 UTC = timezone.utc
 

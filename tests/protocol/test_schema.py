@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tablekit import conformance_dir
 
 from lakequery.errors import SchemaError, UnsupportedFeatureError
 from lakequery.protocol import schema as schema_mod
@@ -41,9 +41,7 @@ from lakequery.protocol.schema import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CONFORMANCE = Path(
-    os.environ.get("LAKEQUERY_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
-)
+CONFORMANCE = conformance_dir()
 
 
 def _manifest() -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import json
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tablekit import conformance_dir
 
 from lakequery.errors import SchemaError, UnsupportedFeatureError
 from lakequery.protocol import column_mapping as cm_mod
@@ -39,9 +39,7 @@ from lakequery.protocol.schema import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CONFORMANCE = Path(
-    os.environ.get("LAKEQUERY_CONFORMANCE_DIR", REPO.parent / "shared" / "conformance")
-)
+CONFORMANCE = conformance_dir()
 TABLES = CONFORMANCE / "tables"
 P = PrimitiveType
 

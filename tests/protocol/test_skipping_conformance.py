@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tablekit import conformance_dir
 
 import lakequery as lq
 from lakequery.protocol.predicate_types import category
@@ -33,12 +32,7 @@ from lakequery.protocol.predicates import (
     to_duckdb_sql,
 )
 
-# Same location rule as tests/conformance: ../shared/conformance next to the repository,
-# or $LAKEQUERY_CONFORMANCE_DIR.
-ROOT = Path(
-    os.environ.get("LAKEQUERY_CONFORMANCE_DIR")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "conformance"
-).resolve()
+ROOT = conformance_dir()
 MANIFEST = json.loads((ROOT / "manifest.json").read_text())
 BOUNDED = {"int", "float", "decimal", "string", "date", "timestamp", "timestamp_tz"}
 
