@@ -2,10 +2,10 @@
 
 Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
 physical schema (files that lack a column yield nulls, narrower types are cast up), one
-partition-value group at a time. Files with deletion vectors are read one by one with
-``ParquetFile.iter_batches``, tracking the physical row position of every batch across
-row groups, and masked by the numba kernel. Each batch is then relabelled to logical
-names, given its partition columns and filtered. Memory stays bounded by a few batches.
+partition-value group at a time. Files with deletion vectors are read one whole file at a
+time (decoded on all cores), and the numba kernel masks the rows at their physical
+positions in the file. Each batch is then relabelled to logical names, given its
+partition columns and filtered. Memory stays bounded by a few batches, or one file.
 """
 
 from __future__ import annotations
@@ -116,16 +116,15 @@ class _Reader:
             columns = (
                 self.phys.names if self.mode == "id" else [n for n in self.phys.names if n in names]
             )
-            position = 0
             read_cols = None if self.mode == "id" else columns
-            for raw in pf.iter_batches(batch_size=BATCH_ROWS, columns=read_cols):
-                n = raw.num_rows
-                keep = keep_mask(deleted, position, n)
-                position += n
-                if not keep.all():
-                    raw = raw.filter(pa.array(keep))
-                if raw.num_rows:
-                    yield from self._finish(raw, group)
+            # one file at a time, decoded on all cores; positions are those of the whole file
+            table = pf.read(columns=read_cols, use_threads=True)
+        keep = keep_mask(deleted, 0, table.num_rows)
+        if not keep.all():
+            table = table.filter(pa.array(keep))
+        for raw in table.to_batches(max_chunksize=BATCH_ROWS):
+            if raw.num_rows:
+                yield from self._finish(raw, group)
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)

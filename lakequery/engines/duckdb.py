@@ -4,8 +4,9 @@ The relation is plain SQL over ``read_parquet``: no Arrow round trip, nothing
 materialised. Files are grouped by partition values so that partition columns are
 constants of each group's scan (DuckDB folds them); column mapping, type widening and
 timestamp normalisation are projections on top. Files with deletion vectors are read with
-``file_row_number`` and anti-joined with their deleted positions (a small registered
-Arrow table of ``(file, row)`` pairs), so DuckDB still reads Parquet natively.
+``file_row_number`` and anti-joined on ``(file_index, file_row_number)`` with their deleted
+positions (a small registered Arrow table of integer pairs), so DuckDB still reads Parquet
+natively.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import duckdb_type, literal, quote_ident, quote_str
-from lakequery.errors import ObjectNotFoundError
+from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
 
@@ -127,6 +128,9 @@ class _Branch:
     deletion_vectors: bool  # anti-join with deleted positions
 
 
+#: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
+_ROW_KEY_SPAN = 1 << 32
+
 #: File list -> the column types all its files share (None: they differ). Data files are
 #: immutable, so the answer for a list of paths never changes.
 _SHARED_TYPES: dict[tuple[str, ...], dict[str, str] | None] = {}
@@ -148,6 +152,7 @@ class _Builder:
         self.specs = column_specs(scan)
         self.parts_table: str | None = None
         self.dv_table: str | None = None
+        self.dv_offsets: dict[int, int] = {}
         self.needs_data = any(not s.partition for s in self.specs)
         # One look at all footers decides for every branch: when all files share a schema,
         # branches read without union_by_name and reuse one set of column types.
@@ -179,23 +184,33 @@ class _Builder:
         cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
-    def register_deletions(self, deleted: dict[str, np.ndarray]) -> None:
-        locs = [self.storage.duckdb_path(loc) for loc in deleted]
-        counts = [len(v) for v in deleted.values()]
-        table = pa.table(
-            {
-                "loc": pa.array(np.repeat(np.array(locs, dtype=object), counts), pa.string()),
-                "row": pa.array(np.concatenate(list(deleted.values())), pa.int64()),
-            }
-        )
+    def register_deletions(self, branches: list[_Branch], deleted: dict[str, np.ndarray]) -> None:
+        """Registers ``(file number, deleted row)`` pairs; files are numbered in the order
+        the DV branches list them, so a branch matches ``file_index + its offset``."""
+        order = [loc for b in branches if b.deletion_vectors for loc in b.locations]
+        arrays = [deleted[loc] for loc in order]
+        counts = [len(a) for a in arrays]
+        files = np.repeat(np.arange(len(order), dtype=np.int64), counts)
+        rows = np.concatenate(arrays)
+        if rows.size and int(rows.max()) >= _ROW_KEY_SPAN:
+            raise UnsupportedFeatureError(
+                "deletionVectors", detail="a data file with 2**32 or more rows"
+            )
+        # one integer key per deleted row: file number in the high bits, row in the low
+        table = pa.table({"k": pa.array(files * _ROW_KEY_SPAN + rows, pa.int64())})
         self.dv_table = self._register("dv", table)
+        offset = 0
+        for b in branches:
+            if b.deletion_vectors:
+                self.dv_offsets[id(b)] = offset
+                offset += len(b.locations)
 
     def branch_sql(self, branch: _Branch) -> str:
         files = self.files_sql(branch.locations)
         uniform = not self.needs_data or self.shared_types is not None
         options = "union_by_name=false" if uniform else "union_by_name=true"
         joined = branch.values is None
-        if joined or branch.deletion_vectors:
+        if joined:
             options += ", filename=true"
         if branch.deletion_vectors:
             options += ", file_row_number=true"
@@ -214,9 +229,10 @@ class _Builder:
         if joined:
             sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"
         if branch.deletion_vectors:
+            offset = self.dv_offsets[id(branch)]
             sql += (
-                f" ANTI JOIN {self.dv_table} AS x"
-                " ON d.filename = x.loc AND d.file_row_number = x.row"
+                f" ANTI JOIN {self.dv_table} AS x ON x.k = "
+                f"(CAST(d.file_index AS BIGINT) + {offset}) * {_ROW_KEY_SPAN} + d.file_row_number"
             )
         return sql
 
@@ -270,8 +286,9 @@ def duckdb_relation(
     if joined:
         builder.register_partitions()
     deleted = deleted_rows(plan, storage)
+    branches = _branches(groups, deleted, joined)
     if deleted:
-        builder.register_deletions(deleted)
-    body = " UNION ALL ".join(builder.branch_sql(b) for b in _branches(groups, deleted, joined))
+        builder.register_deletions(branches, deleted)
+    body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
     return con.sql(f"SELECT {out_cols} FROM ({body}){where}")

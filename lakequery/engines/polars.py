@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -81,17 +81,22 @@ def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
 def _deletion_callback(
     masks: dict[str, npt.NDArray[np.bool_]],
 ) -> Callable[[pl.DataFrame], pl.DataFrame]:
-    """Polars' deletion-file hook: per requested path, a keep mask (null: keep all)."""
+    """Polars' deletion-file hook: per requested path, a keep mask (null: keep all), handed
+    over as one Arrow list array built from the numpy masks (no per-row Python objects)."""
 
     def callback(requested: pl.DataFrame) -> pl.DataFrame:
-        out = []
+        found: list[npt.NDArray[np.bool_] | None] = []
         for path in requested.get_column("path").to_list():
             key = path[len("file://") :] if path.startswith("file://") else path
-            mask = masks.get(key)
-            out.append(None if mask is None else mask.tolist())
-        return pl.DataFrame(
-            {"selection_vector": out}, schema={"selection_vector": pl.List(pl.Boolean)}
-        )
+            found.append(masks.get(key))
+        sizes = np.array([0 if m is None else len(m) for m in found], dtype=np.int32)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        present = [m for m in found if m is not None]
+        values = np.concatenate(present) if present else np.empty(0, dtype=np.bool_)
+        missing: Any = pa.array(np.array([m is None for m in found], dtype=np.bool_))
+        list_type: Any = pa.ListArray
+        lists = list_type.from_arrays(pa.array(offsets), pa.array(values), mask=missing)
+        return pl.DataFrame({"selection_vector": pl.from_arrow(lists)})
 
     return callback
 
