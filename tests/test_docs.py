@@ -43,3 +43,16 @@ def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
     assert result.failed == 0, f"{result.failed} docstring example(s) failed in {name}"
+
+
+def test_notebook_cells_run() -> None:
+    import json
+
+    notebook = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
+    code = [c["source"] for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert len(code) >= 5
+    scope: dict[str, object] = {"__name__": "notebook"}
+    for source in code:
+        text = source if isinstance(source, str) else "".join(source)
+        exec(compile(text, "notebooks/quickstart.ipynb", "exec"), scope)
+    assert scope["plan"].num_files < scope["plan"].total_files  # type: ignore[attr-defined]
