@@ -49,7 +49,9 @@ def _selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _rows_kept(deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+def _rows_kept(
+    deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
     out = np.empty(rows.size, dtype=np.bool_)
     for k in range(rows.size):
         i = np.searchsorted(deleted, rows[k])
