@@ -22,7 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.engines.deletion import deleted_rows
-from lakequery.engines.layout import ColumnSpec, FileGroup, column_specs, file_groups
+from lakequery.engines.layout import (
+    ColumnSpec,
+    FileGroup,
+    column_specs,
+    file_groups,
+    hive_layout,
+)
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import duckdb_type, literal, quote_ident, quote_str
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
@@ -51,13 +57,15 @@ def _column_sql(
     actual: dict[str, str],
     values: dict[str, object] | None,
     mode: ColumnMappingMode,
+    partition_source: str = "p",
 ) -> str:
-    """SQL for one logical column; partition values are literals, or ``p.<name>`` when
-    ``values`` is None (the joined form)."""
+    """SQL for one logical column; partition values are literals, or read from
+    ``partition_source`` when ``values`` is None (``p``: the joined table, ``d``: the
+    verified Hive columns of the scan)."""
     target = duckdb_type(spec.type)
     if spec.partition:
         if values is None:
-            return f"p.{quote_ident(spec.name)}"
+            return f"{partition_source}.{quote_ident(spec.name)}"
         return literal(values.get(spec.name), spec.type)
     if pa.types.is_null(spec.type) or spec.physical not in actual:
         return f"CAST(NULL AS {target})"
@@ -124,8 +132,9 @@ class _Branch:
     """One ``read_parquet`` over files that share how they are read."""
 
     locations: list[str]
-    values: dict[str, object] | None  # partition literals; None: join the partition table
+    values: dict[str, object] | None  # partition literals; None: join table or Hive columns
     deletion_vectors: bool  # anti-join with deleted positions
+    hive: bool = False  # partition columns come from the (verified) Hive directory names
 
 
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
@@ -165,8 +174,18 @@ class _Builder:
             else:
                 files = self.files_sql(locations)
                 if _same_schema(con, files, locations):
-                    self.shared_types = _bind_types(con, f"read_parquet({files})", locations)
+                    self.shared_types = _bind_types(
+                        con, f"read_parquet({files}, hive_partitioning=false)", locations
+                    )
                 _remember(key, self.shared_types)
+
+    def hive_ok(self) -> bool:
+        """Hive columns can stand in for partition literals only when every file has the
+        same schema and none of them stores a column of a partition column's name."""
+        if self.shared_types is None and self.needs_data:
+            return False
+        stored = set(self.shared_types or ())
+        return not any(s.partition and s.name in stored for s in self.specs)
 
     def files_sql(self, locations: list[str]) -> str:
         paths = (quote_str(glob_literal(self.storage.duckdb_path(p))) for p in locations)
@@ -209,9 +228,18 @@ class _Builder:
         files = self.files_sql(branch.locations)
         uniform = not self.needs_data or self.shared_types is not None
         options = "union_by_name=false" if uniform else "union_by_name=true"
-        joined = branch.values is None
+        joined = branch.values is None and not branch.hive
         if joined:
             options += ", filename=true"
+        if branch.hive:
+            types = ", ".join(
+                f"{quote_str(s.name)}: {quote_str(duckdb_type(s.type))}"
+                for s in self.specs
+                if s.partition
+            )
+            options += f", hive_partitioning=true, hive_types={{{types}}}"
+        else:
+            options += ", hive_partitioning=false"
         if branch.deletion_vectors:
             options += ", file_row_number=true"
         source = f"read_parquet({files}, {options})"
@@ -220,7 +248,8 @@ class _Builder:
             actual = _bind_types(self.con, source, branch.locations)
         select = (
             ", ".join(
-                f"{_column_sql(s, actual, branch.values, self.mode)} AS {quote_ident(s.name)}"
+                f"{_column_sql(s, actual, branch.values, self.mode, 'd' if branch.hive else 'p')}"
+                f" AS {quote_ident(s.name)}"
                 for s in self.specs
             )
             or "1 AS _lq_dummy"
@@ -238,17 +267,20 @@ class _Builder:
 
 
 def _branches(
-    groups: list[FileGroup], deleted: dict[str, np.ndarray], joined: bool
+    groups: list[FileGroup], deleted: dict[str, np.ndarray], layout: str
 ) -> list[_Branch]:
+    """Branches by how partition values arrive: ``literal`` (one branch per group),
+    ``join`` or ``hive`` (all files in one scan)."""
     out = []
-    if joined:
+    if layout in ("join", "hive"):
         locs = [p for g in groups for p in g.locations]
         plain = [p for p in locs if p not in deleted]
         masked = [p for p in locs if p in deleted]
+        hive = layout == "hive"
         if plain:
-            out.append(_Branch(plain, None, False))
+            out.append(_Branch(plain, None, False, hive))
         if masked:
-            out.append(_Branch(masked, None, True))
+            out.append(_Branch(masked, None, True, hive))
         return out
     for g in groups:
         plain = [p for p in g.locations if p not in deleted]
@@ -282,11 +314,14 @@ def duckdb_relation(
             f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
-    joined = len(groups) > MAX_UNION_GROUPS
-    if joined:
+    layout = "literal"
+    if partition_names and builder.hive_ok() and hive_layout(scan, groups):
+        layout = "hive"
+    elif len(groups) > MAX_UNION_GROUPS:
+        layout = "join"
         builder.register_partitions()
     deleted = deleted_rows(plan, storage)
-    branches = _branches(groups, deleted, joined)
+    branches = _branches(groups, deleted, layout)
     if deleted:
         builder.register_deletions(branches, deleted)
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)

@@ -7,7 +7,9 @@ share them is decided here, once.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -88,3 +90,49 @@ def require_local_files(scan: Scan) -> None:
     for loc in scan.plan().location_list:
         if not os.path.exists(loc):
             raise ObjectNotFoundError(loc, "read data file")
+
+
+#: Partition value texts that every engine's Hive path parser reads back unchanged.
+_HIVE_SAFE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+
+
+def _hive_type_ok(typ: pa.DataType) -> bool:
+    t = pa.types
+    return bool(t.is_string(typ) or t.is_integer(typ) or t.is_date32(typ) or t.is_boolean(typ))
+
+
+def _hive_text(value: Any, typ: pa.DataType) -> str | None:
+    if value is None or not _hive_type_ok(typ):
+        return None
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, dt.date):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return text if _HIVE_SAFE.match(text) else None
+
+
+def hive_layout(scan: Scan, groups: list[FileGroup]) -> bool:
+    """True when every planned file sits in ``col=value/...`` directories (partition columns
+    in order) that spell exactly its partition values from the log, so an engine's Hive
+    reader yields the same values as the literals would — checked, never assumed (digest
+    §2.1: the log is the truth). Only plain values qualify (no nulls, nothing escaped)."""
+    snap = scan.snapshot
+    names = snap.partition_columns
+    if not names or not groups:
+        return False
+    types = {f.name: f.type for f in snap.schema}
+    root = snap.storage.root + "/"
+    for group in groups:
+        texts = [_hive_text(group.values.get(n), types[n]) for n in names]
+        if any(t is None for t in texts):
+            return False
+        prefix = root + "/".join(f"{n}={t}" for n, t in zip(names, texts, strict=True)) + "/"
+        locations = pa.array(group.locations, pa.string())
+        if not pc.all(pc.starts_with(locations, prefix)).as_py():
+            return False
+        rest = pc.utf8_slice_codeunits(locations, len(prefix))
+        if pc.any(pc.match_substring(rest, "=")).as_py():
+            return False
+    return True

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
@@ -22,6 +23,7 @@ from lakequery.engines.layout import (
     FileGroup,
     column_specs,
     file_groups,
+    hive_layout,
     require_local_files,
 )
 from lakequery.engines.nested import PolarsRelabelError, has_struct, polars_can_relabel
@@ -125,7 +127,12 @@ def _group_frame(
     specs: list[ColumnSpec],
     phys: pa.Schema,
     masks: dict[str, npt.NDArray[np.bool_]],
+    *,
+    hive: bool = False,
 ) -> pl.LazyFrame:
+    """One ``scan_parquet`` over a group's files; partition columns are literals, or with
+    ``hive`` (every file's directories verified to spell its log values) Polars' own Hive
+    columns, so one scan can cover all groups."""
     data_specs = [s for s in specs if not s.partition and not pa.types.is_null(s.type)]
     present = [s for s in data_specs if phys.get_field_index(s.physical) >= 0]
     schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
@@ -138,6 +145,11 @@ def _group_frame(
         extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local_masks))
     if not present:  # only constants wanted: a row index carries the row count
         extra["row_index_name"] = _ROW_INDEX
+    if hive:
+        extra["hive_partitioning"] = True
+        extra["hive_schema"] = {s.name: _dtype(s.type) for s in specs if s.partition}
+    else:
+        extra["hive_partitioning"] = False
     lf = pl.scan_parquet(
         paths,
         schema=schema,
@@ -150,7 +162,9 @@ def _group_frame(
     )
     exprs: list[pl.Expr] = []
     for s in specs:
-        if s.partition:
+        if s.partition and hive:
+            exprs.append(pl.col(s.name))
+        elif s.partition:
             exprs.append(pl.lit(group.values.get(s.name), dtype=_dtype(s.type)).alias(s.name))
         elif any(p is s for p in present):
             col = pl.col(s.physical)
@@ -161,6 +175,15 @@ def _group_frame(
             exprs.append(pl.lit(None, dtype=_dtype(s.type)).alias(s.name))
     # with_columns broadcasts literals to the frame's height; select alone would not
     return lf.with_columns(exprs).select([s.name for s in specs])
+
+
+def _stores_partition_columns(scan: Scan, groups: list[FileGroup]) -> bool:
+    """Whether data files also hold the partition columns (IcebergCompat materialises them);
+    the footer of one file tells, as the choice is table-wide."""
+    fs, to_fs = scan.snapshot.storage.arrow_filesystem()
+    with fs.open_input_file(to_fs(groups[0].locations[0])) as f:
+        names = set(pq.ParquetFile(f).schema_arrow.names)
+    return any(n in names for n in scan.snapshot.partition_columns)
 
 
 def _native(spec: ColumnSpec, mode: str, changes: list[TypeChange]) -> bool:
@@ -201,7 +224,11 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(scan.output_schema.empty_table())
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        frames = [_group_frame(scan, g, specs, phys, masks) for g in groups]
+        if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
+            every = FileGroup({}, [loc for g in groups for loc in g.locations])
+            frames = [_group_frame(scan, every, specs, phys, masks, hive=True)]
+        else:
+            frames = [_group_frame(scan, g, specs, phys, masks) for g in groups]
     except NotImplementedError:
         # a store Polars cannot read natively (memory://): stream through Arrow instead
         return pl.LazyFrame(scan.to_arrow())
