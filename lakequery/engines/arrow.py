@@ -11,10 +11,9 @@ partition columns and filtered. Memory stays bounded by a few batches, or one fi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -83,9 +82,17 @@ class _Reader:
             plain = [p for p in group.locations if p not in self.deleted]
             if plain:
                 yield from self._dataset_batches(group, plain)
-            for loc in group.locations:
-                if loc in self.deleted:
-                    yield from self._masked_file_batches(group, loc, self.deleted[loc])
+            masked = [loc for loc in group.locations if loc in self.deleted]
+            # decode the next DV file while the current one is consumed (two in flight)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pending = [pool.submit(self._read_masked, loc) for loc in masked[:1]]
+                for i in range(len(masked)):
+                    if i + 1 < len(masked):
+                        pending.append(pool.submit(self._read_masked, masked[i + 1]))
+                    table = pending[i].result()
+                    for raw in table.to_batches(max_chunksize=BATCH_ROWS):
+                        if raw.num_rows:
+                            yield from self._finish(raw, group)
 
     def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
         try:
@@ -103,9 +110,9 @@ class _Reader:
             if raw.num_rows:
                 yield from self._finish(raw, group)
 
-    def _masked_file_batches(
-        self, group: FileGroup, loc: str, deleted: npt.NDArray[np.int64]
-    ) -> Iterator[pa.RecordBatch]:
+    def _read_masked(self, loc: str) -> pa.Table:
+        """One file with a DV, decoded whole on all cores, deleted rows removed (positions
+        are those of the whole file, across row groups)."""
         try:
             source = self.fs.open_input_file(self.to_fs(loc))
         except FileNotFoundError as exc:
@@ -113,18 +120,10 @@ class _Reader:
         with source:
             pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
             names = set(pf.schema_arrow.names)
-            columns = (
-                self.phys.names if self.mode == "id" else [n for n in self.phys.names if n in names]
-            )
-            read_cols = None if self.mode == "id" else columns
-            # one file at a time, decoded on all cores; positions are those of the whole file
+            read_cols = None if self.mode == "id" else [n for n in self.phys.names if n in names]
             table = pf.read(columns=read_cols, use_threads=True)
-        keep = keep_mask(deleted, 0, table.num_rows)
-        if not keep.all():
-            table = table.filter(pa.array(keep))
-        for raw in table.to_batches(max_chunksize=BATCH_ROWS):
-            if raw.num_rows:
-                yield from self._finish(raw, group)
+        keep = keep_mask(self.deleted[loc], 0, table.num_rows)
+        return table if keep.all() else table.filter(pa.array(keep))
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
