@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from lakequery.duckdb_private import private_cursor
 from lakequery.errors import (
     CorruptLogError,
     ObjectNotFoundError,
@@ -55,13 +56,8 @@ class TableState:
 
 
 def internal_connection() -> duckdb.DuckDBPyConnection:
-    """A private DuckDB connection for log work (row order never matters there)."""
-    con = duckdb.connect()
-    con.execute("SET preserve_insertion_order = false")
-    # Replay joins a small table of winners with a large stream of parsed actions; DuckDB's
-    # cardinality estimate for JSON scans is poor and it would otherwise hash the stream.
-    con.execute("SET disabled_optimizers = 'build_side_probe_side'")
-    return con
+    """A private DuckDB cursor for log work."""
+    return private_cursor()
 
 
 def log_dir(storage: Storage) -> str:

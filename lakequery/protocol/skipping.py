@@ -10,7 +10,6 @@ sound (``unknown AND false`` prunes, ``unknown OR false`` keeps).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
+from lakequery.duckdb_private import private_cursor
 from lakequery.errors import PredicateError
 from lakequery.protocol.predicate_ast import (
     MIRRORED_COMPARISON,
@@ -44,16 +44,6 @@ from lakequery.protocol.skipping_stats import BOUNDED, StatsSources, domain_lite
 _INT64 = pa.int64()
 _Cond = str | None  # SQL "may match" condition; None = unknown (keep)
 _FILES = "__lq_files"
-_SHARED: list[duckdb.DuckDBPyConnection] = []
-_SHARED_LOCK = threading.Lock()
-
-
-def _private_cursor() -> duckdb.DuckDBPyConnection:
-    """A cursor on a process-wide in-memory database (opening a database is slow)."""
-    with _SHARED_LOCK:
-        if not _SHARED:
-            _SHARED.append(duckdb.connect(":memory:"))
-        return _SHARED[0].cursor()
 
 
 @dataclass(frozen=True)
@@ -388,7 +378,7 @@ def prune_mask(
     if cond is None or n == 0:
         return pa.array(np.ones(n, dtype=bool), type=pa.bool_())
     sql, table = planner.query(cond)
-    connection = con if con is not None else _private_cursor()
+    connection = con if con is not None else private_cursor()
     try:
         result = connection.from_arrow(table).query(_FILES, sql).to_arrow_table()
     finally:

@@ -1,0 +1,25 @@
+"""lakequery's own DuckDB work (log replay, data skipping) runs on cursors of one
+process-wide in-memory database: opening a database costs tens of milliseconds, a cursor
+almost nothing, and temporary tables stay private to each cursor."""
+
+from __future__ import annotations
+
+import threading
+
+import duckdb
+
+_DATABASE: list[duckdb.DuckDBPyConnection] = []
+_LOCK = threading.Lock()
+
+
+def private_cursor() -> duckdb.DuckDBPyConnection:
+    """A fresh cursor for internal queries (row order never matters there)."""
+    with _LOCK:
+        if not _DATABASE:
+            _DATABASE.append(duckdb.connect(":memory:"))
+        cursor = _DATABASE[0].cursor()
+    cursor.execute("SET preserve_insertion_order = false")
+    # Replay joins a small table of winners with a large stream of parsed actions; DuckDB's
+    # cardinality estimate for JSON scans is poor and it would otherwise hash the stream.
+    cursor.execute("SET disabled_optimizers = 'build_side_probe_side'")
+    return cursor
