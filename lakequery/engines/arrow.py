@@ -2,22 +2,21 @@
 
 Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
 physical schema (files that lack a column yield nulls, narrower types are cast up), one
-partition-value group at a time. Files with deletion vectors are read one whole file at a
-time (decoded on all cores), and the numba kernel masks the rows at their physical
-positions in the file. Each batch is then relabelled to logical names, given its
-partition columns and filtered. Memory stays bounded by a few batches, or one file.
+partition-value group at a time. Files with deletion vectors go through the same scanner
+without filter pushdown; every batch names its file and place, so its rows' physical
+positions are known and the numba kernel masks the deleted ones. Each batch is then
+relabelled to logical names, given its partition columns and filtered. Memory stays
+bounded by a few batches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
@@ -83,16 +82,8 @@ class _Reader:
             if plain:
                 yield from self._dataset_batches(group, plain)
             masked = [loc for loc in group.locations if loc in self.deleted]
-            # decode the next DV file while the current one is consumed (two in flight)
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                pending = [pool.submit(self._read_masked, loc) for loc in masked[:1]]
-                for i in range(len(masked)):
-                    if i + 1 < len(masked):
-                        pending.append(pool.submit(self._read_masked, masked[i + 1]))
-                    table = pending[i].result()
-                    for raw in table.to_batches(max_chunksize=BATCH_ROWS):
-                        if raw.num_rows:
-                            yield from self._finish(raw, group)
+            if masked:
+                yield from self._masked_batches(group, masked)
 
     def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
         try:
@@ -110,20 +101,43 @@ class _Reader:
             if raw.num_rows:
                 yield from self._finish(raw, group)
 
-    def _read_masked(self, loc: str) -> pa.Table:
-        """One file with a DV, decoded whole on all cores, deleted rows removed (positions
-        are those of the whole file, across row groups)."""
+    def _masked_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+        """Files with DVs through the same dataset scanner (no filter pushdown and so no
+        row-group skipping: positions must stay those of the whole file). Each batch names
+        its file (``__fragment_index``) and place (``__batch_index``); batches are taken in
+        order per file, which gives every row its physical position for the DV mask."""
         try:
-            source = self.fs.open_input_file(self.to_fs(loc))
+            dataset = ds.dataset(
+                [self.to_fs(p) for p in locations],
+                schema=self.phys,
+                format=_parquet_format(),
+                filesystem=self.fs,
+            )
         except FileNotFoundError as exc:
-            raise _missing(exc, [loc], self.to_fs) from exc
-        with source:
-            pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
-            names = set(pf.schema_arrow.names)
-            read_cols = None if self.mode == "id" else [n for n in self.phys.names if n in names]
-            table = pf.read(columns=read_cols, use_threads=True)
-        keep = keep_mask(self.deleted[loc], 0, table.num_rows)
-        return table if keep.all() else table.filter(pa.array(keep))
+            raise _missing(exc, locations, self.to_fs) from exc
+        columns = [*self.phys.names, "__fragment_index", "__batch_index"]
+        next_batch = [0] * len(locations)
+        offset = [0] * len(locations)
+        waiting: dict[tuple[int, int], pa.RecordBatch] = {}
+        for raw in dataset.to_batches(columns=columns, batch_size=BATCH_ROWS):
+            if raw.num_rows == 0:
+                continue
+            key = (raw.column(-2)[0].as_py(), raw.column(-1)[0].as_py())
+            waiting[key] = raw
+            fragment = key[0]
+            while (fragment, next_batch[fragment]) in waiting:
+                batch = waiting.pop((fragment, next_batch[fragment]))
+                next_batch[fragment] += 1
+                n = batch.num_rows
+                keep = keep_mask(self.deleted[locations[fragment]], offset[fragment], n)
+                offset[fragment] += n
+                data = batch.select(self.phys.names)
+                if not keep.all():
+                    data = data.filter(pa.array(keep))
+                if data.num_rows:
+                    yield from self._finish(data, group)
+        if waiting:
+            raise AssertionError("dataset scan skipped batches of a file with a DV")
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
