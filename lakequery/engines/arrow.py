@@ -85,9 +85,9 @@ class _Reader:
             if masked:
                 yield from self._masked_batches(group, masked)
 
-    def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+    def _dataset(self, locations: list[str]) -> ds.Dataset:
         try:
-            dataset = ds.dataset(
+            return ds.dataset(
                 [self.to_fs(p) for p in locations],
                 schema=self.phys,
                 format=_parquet_format(),
@@ -95,6 +95,9 @@ class _Reader:
             )
         except FileNotFoundError as exc:
             raise _missing(exc, locations, self.to_fs) from exc
+
+    def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+        dataset = self._dataset(locations)
         for raw in dataset.to_batches(
             columns=self.phys.names, filter=self.pushdown, batch_size=BATCH_ROWS
         ):
@@ -106,15 +109,7 @@ class _Reader:
         row-group skipping: positions must stay those of the whole file). Each batch names
         its file (``__fragment_index``) and place (``__batch_index``); batches are taken in
         order per file, which gives every row its physical position for the DV mask."""
-        try:
-            dataset = ds.dataset(
-                [self.to_fs(p) for p in locations],
-                schema=self.phys,
-                format=_parquet_format(),
-                filesystem=self.fs,
-            )
-        except FileNotFoundError as exc:
-            raise _missing(exc, locations, self.to_fs) from exc
+        dataset = self._dataset(locations)
         columns = [*self.phys.names, "__fragment_index", "__batch_index"]
         next_batch = [0] * len(locations)
         offset = [0] * len(locations)

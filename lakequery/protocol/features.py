@@ -61,28 +61,16 @@ FEATURES: Mapping[str, FeatureSupport] = {
 #: Legacy reader versions and what they imply (digest §5.1).
 LEGACY_READER_FEATURES: Mapping[int, tuple[str, ...]] = {1: (), 2: ("columnMapping",)}
 #: Legacy writer versions and the features they imply.
+_WRITER_VERSION_ADDS: tuple[tuple[str, ...], ...] = (
+    (),  # 1
+    ("appendOnly", "invariants"),  # 2
+    ("checkConstraints",),  # 3
+    ("changeDataFeed", "generatedColumns"),  # 4
+    ("columnMapping",),  # 5
+    ("identityColumns",),  # 6
+)
 LEGACY_WRITER_FEATURES: Mapping[int, tuple[str, ...]] = {
-    1: (),
-    2: ("appendOnly", "invariants"),
-    3: ("appendOnly", "invariants", "checkConstraints"),
-    4: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"),
-    5: (
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "columnMapping",
-    ),
-    6: (
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "columnMapping",
-        "identityColumns",
-    ),
+    v: tuple(f for adds in _WRITER_VERSION_ADDS[:v] for f in adds) for v in range(1, 7)
 }
 
 
