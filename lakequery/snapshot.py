@@ -37,8 +37,6 @@ from lakequery.protocol.schema import DeltaType
 from lakequery.storage import Storage
 
 if TYPE_CHECKING:
-    import pyarrow.compute as pcx
-
     from lakequery.scan import Scan
 
 
@@ -184,7 +182,7 @@ class Snapshot:
         self,
         *,
         columns: Sequence[str] | None = None,
-        filter: str | pcx.Expression | None = None,
+        filter: str | pc.Expression | None = None,
     ) -> Scan:
         """Plans a read of this snapshot.
 
