@@ -4,6 +4,7 @@ almost nothing, and temporary tables stay private to each cursor."""
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 import duckdb
@@ -17,9 +18,18 @@ def private_cursor() -> duckdb.DuckDBPyConnection:
     with _LOCK:
         if not _DATABASE:
             _DATABASE.append(duckdb.connect(":memory:"))
+            atexit.register(_close)
         cursor = _DATABASE[0].cursor()
     cursor.execute("SET preserve_insertion_order = false")
     # Replay joins a small table of winners with a large stream of parsed actions; DuckDB's
     # cardinality estimate for JSON scans is poor and it would otherwise hash the stream.
     cursor.execute("SET disabled_optimizers = 'build_side_probe_side'")
     return cursor
+
+
+def _close() -> None:
+    """Closes the shared database before interpreter shutdown (DuckDB's bindings complain
+    about objects still alive at teardown otherwise)."""
+    with _LOCK:
+        while _DATABASE:
+            _DATABASE.pop().close()

@@ -86,9 +86,17 @@ def _deletion_callback(
     """Polars' deletion-file hook: per requested path, a keep mask (null: keep all), handed
     over as one Arrow list array built from the numpy masks (no per-row Python objects)."""
 
+    built: dict[tuple[str, ...], pl.DataFrame] = {}  # the frame is re-collected often
+
     def callback(requested: pl.DataFrame) -> pl.DataFrame:
+        paths = tuple(requested.get_column("path").to_list())
+        if paths not in built:
+            built[paths] = _selection_vectors(paths)
+        return built[paths]
+
+    def _selection_vectors(paths: tuple[str, ...]) -> pl.DataFrame:
         found: list[npt.NDArray[np.bool_] | None] = []
-        for path in requested.get_column("path").to_list():
+        for path in paths:
             key = path[len("file://") :] if path.startswith("file://") else path
             found.append(masks.get(key))
         sizes = np.array([0 if m is None else len(m) for m in found], dtype=np.int32)
