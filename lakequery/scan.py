@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import PredicateError
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.predicates import (
@@ -31,24 +32,13 @@ from lakequery.protocol.predicates import (
     parse_predicate,
     referenced_columns,
 )
-from lakequery.protocol.skipping import SkipColumn, prune_mask
+from lakequery.protocol.skipping import prune_mask, skip_columns
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
     from lakequery.snapshot import Snapshot
-
-
-@dataclass(frozen=True)
-class DeletionVectorRef:
-    """The descriptor of a file's deletion vector (digest §11.2)."""
-
-    storage_type: str
-    path_or_inline_dv: str
-    offset: int | None
-    size_in_bytes: int
-    cardinality: int
 
 
 @dataclass(frozen=True)
@@ -60,7 +50,7 @@ class FileTask:
     size: int
     num_records: int | None
     partition_values: dict[str, Any]
-    deletion_vector: DeletionVectorRef | None
+    deletion_vector: Descriptor | None
 
 
 @dataclass(frozen=True)
@@ -91,15 +81,7 @@ class ScanPlan:
         out = []
         for row, loc in zip(rows, self.location_list, strict=True):
             dv = row.get("deletion_vector")
-            ref = None
-            if dv and dv.get("storageType"):
-                ref = DeletionVectorRef(
-                    dv["storageType"],
-                    dv["pathOrInlineDv"],
-                    dv.get("offset"),
-                    int(dv["sizeInBytes"]),
-                    int(dv["cardinality"]),
-                )
+            ref = Descriptor.from_dict(dv) if dv and dv.get("storageType") else None
             out.append(
                 FileTask(
                     path=str(loc),
@@ -166,7 +148,13 @@ class Scan:
         files = self.snapshot.files()
         total = files.num_rows
         if self.filter is not None and total:
-            mask = prune_mask(files, self.filter, self._skip_columns())
+            snap = self.snapshot
+            columns = skip_columns(
+                snap.schema,
+                snap.partition_columns,
+                physical_name_map(snap.metadata.schema, snap.column_mapping_mode),
+            )
+            mask = prune_mask(files, self.filter, columns)
             files = files.filter(mask)
         storage = self.snapshot.storage
         paths = files.column("path").combine_chunks()
@@ -175,23 +163,6 @@ class Scan:
             prefix, paths, ""
         )
         return ScanPlan(files, total, locations)
-
-    def _skip_columns(self) -> dict[tuple[str, ...], SkipColumn]:
-        assert self.filter is not None
-        snap = self.snapshot
-        schema = snap.schema
-        parts = set(snap.partition_columns)
-        names = physical_name_map(snap.metadata.schema, snap.column_mapping_mode)
-        out = {}
-        for path in referenced_columns(self.filter):
-            typ = _field_type(schema, path)
-            out[path] = SkipColumn(
-                path=path,
-                type=typ,
-                partition=path[0] in parts,
-                physical=names.get(path, path),
-            )
-        return out
 
     # -- engines ---------------------------------------------------------------------------------
     def to_arrow_reader(self) -> pa.RecordBatchReader:
@@ -228,14 +199,6 @@ def _resolve_column(schema: pa.Schema, name: str) -> str:
     if name.lower() in lowered:
         return lowered[name.lower()]
     raise PredicateError(name, f"no column {name!r} in the table (columns: {schema.names})")
-
-
-def _field_type(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType:
-    typ: Any = schema.field(path[0]).type
-    for step in path[1:]:
-        typ = typ.field(step).type
-    out: pa.DataType = typ
-    return out
 
 
 def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:
