@@ -99,9 +99,15 @@ def _drop_checkpoint(listing: Listing, segment: LogSegment) -> Listing:
 
 
 def load_state(
-    storage: Storage, version: int | None, con: duckdb.DuckDBPyConnection | None = None
+    storage: Storage,
+    version: int | None,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    with_files: bool = True,
 ) -> TableState:
-    """Reconstructs the table state at ``version`` (latest when None)."""
+    """Reconstructs the table state at ``version`` (latest when None). Without
+    ``with_files`` the live files are not replayed (``files`` is empty): enough for the
+    protocol, metadata, txns and domains."""
     con = con or internal_connection()
     listing = find_listing(storage, version)
     reader = LogReader(storage, con)
@@ -110,7 +116,7 @@ def load_state(
         segment = select_segment(listing, version, uri=storage.root)
         try:
             reader.load(segment.checkpoint, segment.commits)
-            return _replay(storage, con, segment)
+            return _replay(storage, con, segment, with_files)
         except (CorruptLogError, ObjectNotFoundError) as exc:
             if not _is_checkpoint_error(exc, segment):
                 raise
@@ -148,16 +154,18 @@ def partition_specs(metadata: Metadata, protocol: Protocol) -> list[tuple[str, s
     return out
 
 
-def _replay(storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment) -> TableState:
+def _replay(
+    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment, with_files: bool
+) -> TableState:
     try:
-        return _replay_loaded(storage, con, segment)
+        return _replay_loaded(storage, con, segment, with_files)
     except duckdb.Error as exc:
         where = segment.checkpoint.files[0].path if segment.checkpoint else log_dir(storage)
         raise CorruptLogError(where, str(exc).splitlines()[0][:300]) from exc
 
 
 def _replay_loaded(
-    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment
+    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment, with_files: bool
 ) -> TableState:
     found = latest_non_file_actions(con, LogReader(storage, con).non_file_actions_sql())
     where = segment.commits[-1].path if segment.commits else log_dir(storage)
@@ -175,17 +183,19 @@ def _replay_loaded(
     validate_type_changes(metadata.schema)
     props = TableProperties(metadata.configuration)
     now_ms = int(time.time() * 1000)
-    files = replay_files(
-        con,
-        commit_keys=COMMIT_KEYS,
-        commits=COMMITS,
-        checkpoint=CHECKPOINT,
-        partition_sql=[
-            partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
-            for _, key, t in partition_specs(metadata, protocol)
-        ],
-    )
-    check_paths(con, files, root=storage.root)
+    files = pa.table({})
+    if with_files:
+        files = replay_files(
+            con,
+            commit_keys=COMMIT_KEYS,
+            commits=COMMITS,
+            checkpoint=CHECKPOINT,
+            partition_sql=[
+                partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
+                for _, key, t in partition_specs(metadata, protocol)
+            ],
+        )
+        check_paths(con, files, root=storage.root)
     txn_retention = props.set_transaction_retention_ms
     txns: dict[str, Mapping[str, Any]] = {}
     for _, txn in found["txn"]:

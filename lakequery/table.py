@@ -19,8 +19,9 @@ from typing import Any
 
 from lakequery.errors import VersionNotFoundError
 from lakequery.history import CommitEntry, commit_timestamps, history_entries
-from lakequery.log_segment import list_log, load_state
+from lakequery.log_segment import TableState, list_log, load_state
 from lakequery.protocol.log_files import earliest_version
+from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
 
@@ -84,10 +85,12 @@ class DeltaTable:
         when = _parse_as_of(as_of)
         target_ms = int(when.timestamp() * 1000)
         listing = list_log(self.storage, 0)
-        latest = self.snapshot()
+        latest = self._latest_without_files()
         earliest = earliest_version(listing)
         commits = [c for c in listing.commits if earliest is not None and c.version >= earliest]
-        times = commit_timestamps(self.storage, commits, latest.properties)
+        times = commit_timestamps(
+            self.storage, commits, TableProperties(latest.metadata.configuration)
+        )
         i = bisect.bisect_right(times, target_ms)
         if i == 0:
             raise VersionNotFoundError(
@@ -108,5 +111,11 @@ class DeltaTable:
             [2, 1]
         """
         listing = list_log(self.storage, 0)
-        latest = self.snapshot()
-        return history_entries(self.storage, listing.commits, latest.properties, limit)
+        latest = self._latest_without_files()
+        return history_entries(
+            self.storage, listing.commits, TableProperties(latest.metadata.configuration), limit
+        )
+
+    def _latest_without_files(self) -> TableState:
+        """The latest protocol and metadata, without replaying the live files."""
+        return load_state(self.storage, None, with_files=False)
