@@ -18,7 +18,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from lakequery.duckdb_private import private_cursor
 from lakequery.engines.sql_types import quote_str
+from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.log_files import LogFile
 from lakequery.protocol.properties import TableProperties
 from lakequery.storage import Storage
@@ -36,19 +38,33 @@ class CommitEntry:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def read_commit_infos(storage: Storage, commits: Sequence[LogFile]) -> dict[int, dict[str, Any]]:
-    """``commitInfo`` of each commit by version (commits without one are absent)."""
-    if not commits:
+def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """``commitInfo`` of each commit by version (commits without one are absent).
+
+    The commits are read as raw lines in one DuckDB pass (like replay does); only the
+    ``commitInfo`` line of each is parsed into Python.
+
+    Raises:
+        ObjectNotFoundError: a commit file does not exist.
+    """
+    if not versions:
         return {}
-    con = duckdb.connect()
+    paths = [storage.join("_delta_log", f"{v:020d}.json") for v in versions]
+    con = private_cursor()
     storage.register_duckdb(con)
-    files = "[" + ", ".join(quote_str(storage.duckdb_path(c.path)) for c in commits) + "]"
-    rows = con.sql(
-        "SELECT CAST(regexp_extract(filename, '(\\d{20})\\.json$', 1) AS BIGINT), "
-        f"CAST(commitInfo AS VARCHAR) FROM read_json({files}, format='newline_delimited', "
-        "columns={'commitInfo': 'JSON'}, filename=true) WHERE commitInfo IS NOT NULL"
-    ).fetchall()
-    con.close()
+    files = "[" + ", ".join(quote_str(storage.duckdb_path(p)) for p in paths) + "]"
+    try:
+        rows = con.sql(
+            "SELECT CAST(left(right(filename, 25), 20) AS BIGINT), "
+            "CAST(json_extract(json, '$.commitInfo') AS VARCHAR) "
+            f"FROM read_ndjson_objects({files}, filename=true) "
+            "WHERE json_exists(json, '$.commitInfo')"
+        ).fetchall()
+    except duckdb.IOException as exc:
+        missing = next((p for p in paths if p.rsplit("/", 1)[-1] in str(exc)), paths[0])
+        raise ObjectNotFoundError(missing, "read commit") from exc
+    finally:
+        con.close()
     out: dict[int, dict[str, Any]] = {}
     for version, text in rows:
         doc = json.loads(text)
@@ -74,7 +90,7 @@ def commit_timestamps(
     if not props.in_commit_timestamps:
         return file_times
     start = props.ict_enablement_version or 0
-    ict = read_commit_infos(storage, [c for c in commits if c.version >= start])
+    ict = read_commit_infos(storage, [c.version for c in commits if c.version >= start])
     out = []
     for c, ft in zip(commits, file_times, strict=True):
         value = ict.get(c.version, {}).get("inCommitTimestamp") if c.version >= start else None
@@ -110,7 +126,7 @@ def history_entries(
     chosen = list(zip(commits, times, strict=True))[::-1]
     if limit is not None:
         chosen = chosen[: max(limit, 0)]
-    infos = read_commit_infos(storage, [c for c, _ in chosen])
+    infos = read_commit_infos(storage, [c.version for c, _ in chosen])
     out = []
     for c, ms in chosen:
         info = infos.get(c.version, {})

@@ -8,7 +8,6 @@ version 0) is used instead.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -209,24 +208,6 @@ def _replay_loaded(
         if not d.get("removed")
     }
     return TableState(segment.version, protocol, metadata, files, txns, domains, segment)
-
-
-def read_commit_info(storage: Storage, version: int) -> dict[str, Any] | None:
-    """The ``commitInfo`` of one commit (None when the commit file is gone or has none)."""
-    try:
-        data = storage.read(storage.join("_delta_log", f"{version:020d}.json"))
-    except ObjectNotFoundError:
-        return None
-    for line in data.splitlines():
-        line = line.strip()
-        if line.startswith(b'{"commitInfo"') or b'"commitInfo"' in line[:32]:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                return None
-            info = doc.get("commitInfo")
-            return info if isinstance(info, dict) else None
-    return None
 
 
 def load_tombstones(storage: Storage, state: TableState) -> pa.Table:

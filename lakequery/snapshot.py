@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.history import commit_timestamps
+from lakequery.errors import ObjectNotFoundError
+from lakequery.history import commit_timestamps, read_commit_infos
 from lakequery.log_segment import (
     TableState,
     list_log,
     load_tombstones,
     partition_specs,
-    read_commit_info,
 )
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import (
@@ -60,7 +60,10 @@ class Snapshot:
     @cached_property
     def commit_info(self) -> Mapping[str, Any] | None:
         """The ``commitInfo`` of this version's commit (None if the commit has none)."""
-        return read_commit_info(self._storage, self.version)
+        try:
+            return read_commit_infos(self._storage, [self.version]).get(self.version)
+        except ObjectNotFoundError:
+            return None  # the commit file is gone (log cleanup)
 
     def __repr__(self) -> str:
         return (
