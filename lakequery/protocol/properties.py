@@ -100,3 +100,106 @@ class TableProperties:
     @property
     def string_prefix_length(self) -> int:
         return int(self._get("delta.dataSkippingStringPrefixLength") or 32)
+
+    @property
+    def checkpoint_write_stats_as_json(self) -> bool:
+        """``delta.checkpoint.writeStatsAsJson`` (default true): ``add.stats`` in checkpoints."""
+        return parse_bool(self._get("delta.checkpoint.writeStatsAsJson"), default=True)
+
+    @property
+    def checkpoint_write_stats_as_struct(self) -> bool:
+        """``delta.checkpoint.writeStatsAsStruct``: ``stats_parsed`` and
+        ``partitionValues_parsed`` in checkpoints. lakequery defaults to true, like the
+        reference implementation (the protocol text says false, digest §19.3)."""
+        return parse_bool(self._get("delta.checkpoint.writeStatsAsStruct"), default=True)
+
+    @property
+    def checkpoint_policy(self) -> str:
+        """``delta.checkpointPolicy``: ``classic`` (default) or ``v2``."""
+        return (self._get("delta.checkpointPolicy") or "classic").strip().lower()
+
+    @property
+    def num_indexed_cols(self) -> int:
+        """``delta.dataSkippingNumIndexedCols``: leaf columns with statistics (-1: all)."""
+        return int(self._get("delta.dataSkippingNumIndexedCols") or 32)
+
+    @property
+    def stats_columns(self) -> tuple[tuple[str, ...], ...] | None:
+        """``delta.dataSkippingStatsColumns`` as column paths (None when unset).
+
+        Names are comma separated; a name is a dotted path whose parts may be backtick
+        quoted (a doubled backtick stands for one backtick).
+
+        Example:
+            >>> TableProperties({"delta.dataSkippingStatsColumns": "a, `b.c`.d"}).stats_columns
+            (('a',), ('b.c', 'd'))
+        """
+        value = self._get("delta.dataSkippingStatsColumns")
+        if value is None:
+            return None
+        return tuple(p for p in _split_column_list(value) if p)
+
+    @property
+    def target_file_size(self) -> int | None:
+        """``delta.targetFileSize`` in bytes (None when unset)."""
+        value = self._get("delta.targetFileSize")
+        return _parse_size(value) if value else None
+
+    @property
+    def compression_codec(self) -> str | None:
+        """``delta.parquet.compression.codec`` lower-cased (None when unset)."""
+        value = self._get("delta.parquet.compression.codec")
+        return value.strip().lower() if value and value.strip() else None
+
+    @property
+    def append_only(self) -> bool:
+        return parse_bool(self._get("delta.appendOnly"))
+
+    @property
+    def isolation_level(self) -> str:
+        """``delta.isolationLevel``; lakequery's default is ``WriteSerializable`` (digest
+        §17.2 leaves it open; it is what real logs mostly record and lets blind appends
+        run beside DML)."""
+        return self._get("delta.isolationLevel") or "WriteSerializable"
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _parse_size(text: str) -> int:
+    """Parses a byte size such as ``104857600``, ``128mb`` or ``1g``."""
+    m = _SIZE.match(text)
+    if not m:
+        raise PropertyError(f"cannot parse size {text!r}")
+    unit = (m.group(2) or "").lower()[:1]
+    return int(m.group(1)) * _SIZE_UNITS[unit if unit != "b" else ""]
+
+
+def _split_column_list(text: str) -> list[tuple[str, ...]]:
+    """Splits ``a, `b.c`.d`` into ``[("a",), ("b.c", "d")]`` (backticks quote)."""
+    out: list[tuple[str, ...]] = []
+    parts: list[str] = []
+    cur: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "`":
+            if quoted and text[i + 1 : i + 2] == "`":
+                cur.append("`")
+                i += 1
+            else:
+                quoted = not quoted
+        elif not quoted and ch in ".,":
+            parts.append("".join(cur).strip())
+            cur = []
+            if ch == ",":
+                out.append(tuple(parts))
+                parts = []
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur).strip())
+    out.append(tuple(parts))
+    return [p for p in out if any(p)]

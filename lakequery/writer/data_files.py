@@ -1,0 +1,414 @@
+"""Arrow data -> Parquet data files + statistics -> ``add`` actions (the write path's core).
+
+:func:`write_data_files` streams its input: each batch is conformed to the table's logical
+schema, checked against the table's constraints, split by partition values and appended
+to the open file of its partition; a file is closed once it reaches the target size.
+Statistics come from the in-memory batches. It is a pure function of its arguments
+apart from creating the data files, so it runs unchanged on Spark executors.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from lakequery.writer.state import WriteState
+    >>> schema = ('{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,'
+    ...           '"metadata":{}},{"name":"p","type":"string","nullable":true,"metadata":{}}]}')
+    >>> state = WriteState("memory://data-files-example", schema, partition_columns=("p",))
+    >>> adds = write_data_files(pa.table({"p": ["a/b", None], "id": [1, 2]}), state, now_ms=0)
+    >>> sorted((a["path"].split("/part-")[0], a["partitionValues"]["p"]) for a in adds)
+    [('p=__HIVE_DEFAULT_PARTITION__', None), ('p=a%252Fb', 'a/b')]
+    >>> sorted(a["stats"] for a in adds)[0]
+    '{"numRecords":1,"minValues":{"id":1},"maxValues":{"id":1},"nullCount":{"id":0}}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakequery.errors import SchemaError, SchemaMismatchError
+from lakequery.protocol.column_mapping import (
+    physical_name,
+    physical_schema,
+    rename_to_logical,
+    to_logical,
+)
+from lakequery.protocol.schema import (
+    ArrayType,
+    DeltaType,
+    MapType,
+    PrimitiveType,
+    StructType,
+    type_to_json,
+)
+from lakequery.storage import open_storage
+from lakequery.writer.constraints import ConstraintChecker
+from lakequery.writer.partition_values import (
+    PartitionKey,
+    directory_value,
+    partition_directory,
+    split_by_partition,
+    uri_encode_path,
+)
+from lakequery.writer.state import WriteState
+from lakequery.writer.stats import StatsCollector, stats_columns
+
+#: Buffered bytes of one partition that trigger writing a row group.
+FLUSH_BYTES = 64 * 1024 * 1024
+#: Buffered bytes over all partitions that trigger writing every buffer.
+MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+#: Files open at once; beyond this the oldest open file is finished.
+MAX_OPEN_FILES = 128
+
+WriteInput = Any  # pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[RecordBatch] | ...
+
+
+def _type_name(t: DeltaType) -> str:
+    j = type_to_json(t)
+    return j if isinstance(j, str) else json.dumps(j)
+
+
+# --- input -------------------------------------------------------------------------------------
+
+
+def iter_batches(data: WriteInput) -> Iterator[pa.RecordBatch]:
+    """The record batches of any supported input, lazily.
+
+    Accepts a Table, RecordBatch, RecordBatchReader, pandas DataFrame, anything with
+    ``__arrow_c_stream__`` (Polars, DuckDB relations, ...) or ``__arrow_c_array__``, or an
+    iterable of RecordBatches / Tables.
+
+    Example:
+        >>> [b.num_rows for b in iter_batches(pa.table({"a": [1, 2]}))]
+        [2]
+    """
+    if isinstance(data, pa.RecordBatch):
+        yield data
+    elif isinstance(data, pa.Table):
+        yield from data.to_batches()
+    elif isinstance(data, pa.RecordBatchReader):
+        yield from data
+    elif type(data).__module__.startswith("pandas"):
+        yield from pa.Table.from_pandas(data, preserve_index=False).to_batches()
+    elif hasattr(data, "__arrow_c_stream__"):
+        yield from pa.RecordBatchReader.from_stream(data)
+    elif hasattr(data, "__arrow_c_array__"):
+        yield pa.record_batch(data)
+    elif isinstance(data, Iterable):
+        for item in data:
+            if isinstance(item, pa.RecordBatch | pa.Table):
+                yield from iter_batches(item)
+            else:
+                raise TypeError(f"expected RecordBatches, got {type(item).__name__}")
+    else:
+        raise TypeError(f"cannot write a {type(data).__name__}")
+
+
+def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
+    if col.type == f.type:
+        return col
+    try:
+        return pc.cast(col, f.type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        nested = pa.types.is_nested(col.type) and pa.types.is_nested(f.type)
+        if nested:  # match struct fields by name, fill missing nullable ones
+            try:
+                one = pa.RecordBatch.from_arrays([col], names=[f.name])
+                return to_logical(one, StructType((delta,)), "none").column(0)
+            except SchemaError:
+                pass
+        raise SchemaMismatchError(f.name, _type_name(delta.type), str(col.type), str(exc)) from exc
+
+
+def conform_batch(
+    batch: pa.RecordBatch, schema: StructType, arrow_schema: pa.Schema, generated: Collection[str]
+) -> tuple[pa.RecordBatch, list[str]]:
+    """Reorders, fills and casts a batch to the table's logical Arrow schema.
+
+    Columns are matched by name (case-insensitively when unambiguous); missing nullable
+    columns and missing generated columns become nulls.
+
+    Returns:
+        The conformed batch and the generated columns that were missing.
+
+    Raises:
+        SchemaMismatchError: An unknown or missing non-nullable column, or a failing cast.
+
+    Example:
+        >>> from lakequery.protocol.schema import from_arrow_schema
+        >>> target = pa.schema([("a", pa.int64()), ("b", pa.string())])
+        >>> out, _ = conform_batch(pa.record_batch({"B": ["x"], "a": pa.array([1], pa.int8())}),
+        ...                        from_arrow_schema(target), target, ())
+        >>> out.schema.types
+        [DataType(int64), DataType(string)]
+    """
+    names = batch.schema.names
+    exact = {n: i for i, n in enumerate(names)}
+    lower: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        lower.setdefault(n.lower(), []).append(i)
+    used: set[int] = set()
+    cols: list[Any] = []
+    missing: list[str] = []
+    n_rows = batch.num_rows
+    for f, delta in zip(arrow_schema, schema.fields, strict=True):
+        idx = exact.get(f.name)
+        if idx is None and len(lower.get(f.name.lower(), ())) == 1:
+            idx = lower[f.name.lower()][0]
+        if idx is None:
+            if f.name in generated:
+                missing.append(f.name)
+            elif not f.nullable:
+                raise SchemaMismatchError(f.name, _type_name(delta.type) + " NOT NULL", "no column")
+            cols.append(pa.nulls(n_rows, f.type))
+            continue
+        used.add(idx)
+        cols.append(_cast_column(batch.column(idx), f, delta))
+    for i, n in enumerate(names):
+        if i not in used:
+            raise SchemaMismatchError(n, "no such column", str(batch.schema.field(i).type))
+    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema), missing
+
+
+def _strict(t: DeltaType) -> bool:
+    """Whether a nested type forbids nulls somewhere below its top level."""
+    if isinstance(t, StructType):
+        return any(not f.nullable or _strict(f.type) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return not t.contains_null or _strict(t.element)
+    if isinstance(t, MapType):
+        return not t.value_contains_null or _strict(t.value) or _strict(t.key)
+    return False
+
+
+def _check_nulls(arr: Any, t: DeltaType, nullable: bool, inherited: int, where: str) -> None:
+    """Nulls where the schema forbids them (``inherited``: nulls owed to parent structs)."""
+    if not nullable and arr.null_count > inherited:
+        raise SchemaMismatchError(where, _type_name(t) + " NOT NULL", "null values")
+    if not _strict(t):
+        return
+    if isinstance(t, StructType):
+        for f in t.fields:
+            child = pc.struct_field(arr, f.name)
+            _check_nulls(child, f.type, f.nullable, arr.null_count, f"{where}.{f.name}")
+    elif isinstance(t, ArrayType):
+        _check_nulls(pc.list_flatten(arr), t.element, t.contains_null, 0, f"{where}.element")
+    elif isinstance(t, MapType) and len(arr):
+        lo, hi = arr.offsets[0].as_py(), arr.offsets[-1].as_py()
+        _check_nulls(
+            arr.items.slice(lo, hi - lo), t.value, t.value_contains_null, 0, f"{where}.value"
+        )
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _OpenFile:
+    relative: str
+    sink: Any
+    writer: pq.ParquetWriter
+    stats: StatsCollector
+
+
+@dataclass
+class _Buffer:
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+
+
+class _Writer:
+    """The state of one :func:`write_data_files` call."""
+
+    def __init__(self, state: WriteState, now_ms: int | None) -> None:
+        self.state = state
+        self.now_ms = now_ms
+        schema, mode = state.schema, state.column_mapping_mode
+        parts = state.partition_columns
+        self.schema = schema
+        self.part_types = [schema[c].type for c in parts]
+        self.part_names = [physical_name(schema[c], mode) for c in parts]
+        self.data_columns = [
+            f.name
+            for f in schema.fields
+            if f.name not in parts
+            and not (isinstance(f.type, PrimitiveType) and f.type.name == "void")
+        ]
+        self.physical = physical_schema(schema, mode, exclude=parts)
+        self.data_schema = pa.schema([state.arrow_schema.field(c) for c in self.data_columns])
+        props = state.table_properties
+        self.stats_columns = stats_columns(
+            schema,
+            parts,
+            mode,
+            num_indexed_cols=props.num_indexed_cols,
+            explicit=props.stats_columns,
+        )
+        self.prefix_length = props.string_prefix_length
+        self.checker = ConstraintChecker(schema, state.properties(), state.extra_constraints)
+        fmt = state.properties().get("delta.parquet.format.version", "1.0.0")
+        self.page_version = "2.0" if fmt.startswith("2") else "1.0"
+        storage = open_storage(state.table_uri, state.options())
+        self.join = storage.join
+        self.fs: pafs.FileSystem
+        self.fs_path: Callable[[str], str]
+        if storage.protocol == "file":
+            self.fs, self.fs_path = pafs.LocalFileSystem(), str
+        else:
+            self.fs, self.fs_path = storage.arrow_filesystem()
+        self.flush_bytes = min(FLUSH_BYTES, state.target_file_size)
+        self.buffers: dict[PartitionKey, _Buffer] = {}
+        self.buffered = 0
+        self.open: dict[PartitionKey, _OpenFile] = {}
+        self.adds: list[dict[str, Any]] = []
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="lakequery-stats")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        batch, missing = conform_batch(
+            batch, self.schema, self.state.arrow_schema, self.checker.generated
+        )
+        if self.checker.active:
+            batch = self.checker.apply(batch, missing)
+        for f in self.schema.fields:
+            _check_nulls(batch.column(f.name), f.type, f.nullable, 0, f.name)
+        limit = self.state.max_rows_per_row_group
+        for key, group in split_by_partition(batch, self.state.partition_columns, self.part_types):
+            data = group.select(self.data_columns)
+            buf = self.buffers.setdefault(key, _Buffer())
+            size = data.nbytes
+            buf.batches.append(data)
+            buf.rows += data.num_rows
+            buf.nbytes += size
+            self.buffered += size
+            if buf.rows >= limit or buf.nbytes >= self.flush_bytes:
+                self._flush(key)
+        if self.buffered >= MAX_BUFFERED_BYTES:
+            for key in list(self.buffers):
+                self._flush(key)
+
+    def _flush(self, key: PartitionKey) -> None:
+        buf = self.buffers.pop(key)
+        self.buffered -= buf.nbytes
+        table = pa.Table.from_batches(buf.batches, schema=self.data_schema)
+        out = self.open.get(key) or self._open(key)
+        out.stats.update(table)
+        out.writer.write_table(
+            rename_to_logical(table, self.physical),
+            row_group_size=self.state.max_rows_per_row_group,
+        )
+        if out.sink.tell() >= self.state.target_file_size:
+            self._close(key)
+
+    def _open(self, key: PartitionKey) -> _OpenFile:
+        if len(self.open) >= MAX_OPEN_FILES:
+            self._close(next(iter(self.open)))
+        directory = partition_directory(
+            [
+                (name, directory_value(value, t))
+                for name, value, t in zip(self.part_names, key, self.part_types, strict=True)
+            ]
+        )
+        name = f"part-00000-{uuid.uuid4()}{self.state.file_suffix}"
+        relative = f"{directory}/{name}" if directory else name
+        path = self.fs_path(self.join(relative))
+        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        sink = self.fs.open_output_stream(path)
+        writer = pq.ParquetWriter(
+            sink,
+            self.physical,
+            compression=cast(Any, self.state.parquet_codec),
+            data_page_version=cast(Any, self.page_version),
+        )
+        stats = StatsCollector(self.stats_columns, self.prefix_length)
+        self.open[key] = out = _OpenFile(relative, sink, writer, stats)
+        return out
+
+    def _close(self, key: PartitionKey) -> None:
+        out = self.open.pop(key)
+        out.writer.close()
+        size = out.sink.tell()
+        out.sink.close()
+        self.adds.append(
+            {
+                "path": uri_encode_path(out.relative),
+                "partitionValues": dict(zip(self.part_names, key, strict=True)),
+                "size": size,
+                "modificationTime": self.now_ms
+                if self.now_ms is not None
+                else int(time.time() * 1000),
+                "dataChange": self.state.data_change,
+                "stats": out.stats.to_json(),
+            }
+        )
+
+    def finish(self) -> list[dict[str, Any]]:
+        for key in list(self.buffers):
+            self._flush(key)
+        for key in list(self.open):
+            self._close(key)
+        self.checker.close()
+        self.pool.shutdown()
+        return self.adds
+
+    def abort(self) -> None:
+        for out in self.open.values():
+            for closing in (out.writer.close, out.sink.close):
+                with contextlib.suppress(Exception):  # best effort: the files are orphans
+                    closing()
+        self.open.clear()
+        self.checker.close()
+        self.pool.shutdown()
+
+
+def write_data_files(
+    data: WriteInput, state: WriteState, *, now_ms: int | None = None
+) -> list[dict[str, Any]]:
+    """Writes data as Parquet data files of a table and returns their ``add`` actions.
+
+    Args:
+        data: A Table, RecordBatch, RecordBatchReader, iterable of RecordBatches, pandas
+            or Polars DataFrame, or any object with ``__arrow_c_stream__``; logical
+            column names in any order.
+        state: The table facts (see :class:`~lakequery.writer.state.WriteState`).
+        now_ms: ``modificationTime`` of the actions (default: when each file is closed).
+
+    Returns:
+        ``add`` actions in JSON form (``path``, ``partitionValues``, ``size``,
+        ``modificationTime``, ``dataChange``, ``stats``). Nothing is committed.
+
+    Raises:
+        SchemaMismatchError: The data does not fit the table schema.
+        ConstraintViolationError: A row breaks an invariant, CHECK constraint or
+            generated column expression.
+        UnsupportedFeatureError: A constraint expression cannot be evaluated.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from lakequery.writer.state import WriteState
+        >>> s = '{"type":"struct","fields":[{"name":"x","type":"double","nullable":true,"metadata":{}}]}'
+        >>> [a["path"].endswith(".c000.zstd.parquet") for a in
+        ...  write_data_files(pa.table({"x": [1.0]}), WriteState("memory://wdf-doc", s))]
+        [True]
+    """
+    writer = _Writer(state, now_ms)
+    try:
+        for batch in iter_batches(data):
+            if batch.num_rows:
+                writer.write(batch)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+__all__ = ["conform_batch", "iter_batches", "write_data_files"]

@@ -1,0 +1,267 @@
+"""Partition values on the write side: strings (§9.1), directories (§9.2), ``add.path`` (§9.3).
+
+Rows are grouped by their partition values first (vectorised: dictionary encoding, one
+sort, zero-copy slices), so serialization only ever sees the distinct values.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from lakequery.protocol.schema import PrimitiveType
+    >>> serialize_partition_values(pa.array([1e20, 0.0, None]), PrimitiveType("double"))
+    ['1.0E20', '0.0', None]
+    >>> directory = partition_directory([("p", "US/East")])
+    >>> directory, uri_encode_path(directory + "/part-0.parquet")
+    ('p=US%2FEast', 'p=US%252FEast/part-0.parquet')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
+
+#: Directory value of a null (or empty) partition value.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+_HIVE_CHARS = [*range(0x01, 0x20), *map(ord, "\"#%'*/:=?\\{[]^"), 0x7F]
+_HIVE_TABLE = {c: f"%{c:02X}" for c in _HIVE_CHARS}
+_URI_CHARS = [*range(0x00, 0x20), *map(ord, ' %"#<>?[\\]^`{|}'), 0x7F]
+_URI_TABLE = {c: f"%{c:02X}" for c in _URI_CHARS}
+
+PartitionKey = tuple[str | None, ...]
+
+
+# --- §9.1 values --------------------------------------------------------------------------
+
+
+def java_float_string(value: float, *, single: bool = False) -> str:
+    """Java's ``Double.toString`` (or ``Float.toString`` when ``single``) of a number.
+
+    Shortest round-tripping digits; plain notation for ``1e-3 <= |x| < 1e7``, otherwise
+    ``d.dddE<n>``; always at least one fractional digit.
+
+    Example:
+        >>> [java_float_string(x) for x in (1e20, 0.5, -0.0, 1e-5, 123.0, float("-inf"))]
+        ['1.0E20', '0.5', '-0.0', '1.0E-5', '123.0', '-Infinity']
+        >>> java_float_string(0.1, single=True)
+        '0.1'
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    number: Any = np.float32(value) if single else np.float64(value)
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        return str(np.format_float_positional(number, unique=True, trim="0"))
+    text = np.format_float_scientific(number, unique=True, trim="0", exp_digits=1)
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}E{int(exponent)}"
+
+
+def _strings_or_null(arr: Any) -> Any:
+    """Empty strings become null: Delta cannot tell them apart in partition values."""
+    empty = pc.equal(pc.binary_length(arr), pa.scalar(0, pa.int32()))
+    return pc.if_else(empty, pa.scalar(None, arr.type), arr)
+
+
+def _serialize(values: Any, t: DeltaType) -> Any:
+    name = t.name if isinstance(t, PrimitiveType) else ""
+    if name in ("float", "double"):
+        single = name == "float"
+        texts = [
+            None if v is None else java_float_string(v, single=single) for v in values.to_pylist()
+        ]
+        return pa.array(texts, pa.string())
+    if name == "timestamp":
+        return pc.strftime(values.cast(pa.timestamp("us", "UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+    if name == "timestamp_ntz":
+        text = pc.strftime(values.cast(pa.timestamp("us")), format="%Y-%m-%d %H:%M:%S")
+        return pc.replace_substring_regex(text, r"\.000000$", "")
+    if name == "binary":
+        try:
+            return _strings_or_null(values.cast(pa.string()))
+        except pa.ArrowInvalid:  # not UTF-8: Spark's cast substitutes U+FFFD
+            texts = [
+                None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()
+            ]
+            return _strings_or_null(pa.array(texts, pa.string()))
+    if name == "string":
+        return _strings_or_null(values.cast(pa.string()))
+    if isinstance(t, DecimalType) or name in (
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "boolean",
+        "date",
+    ):
+        return values.cast(pa.string())
+    raise ValueError(f"cannot partition by a column of type {name or t!r}")
+
+
+def serialize_partition_values(values: pa.Array[Any], t: DeltaType) -> list[str | None]:
+    """The ``partitionValues`` strings of some (distinct) values of a partition column.
+
+    Args:
+        values: The values, of the column's logical Arrow type.
+        t: The column's Delta type (a primitive type).
+
+    Returns:
+        One string per value; None for null and for empty strings/binaries.
+
+    Raises:
+        ValueError: The type cannot be a partition column.
+
+    Example:
+        >>> import datetime as dt
+        >>> from lakequery.protocol.schema import PrimitiveType
+        >>> ts = pa.array([dt.datetime(2024, 6, 15, 19, 30, 45)], pa.timestamp("us", "UTC"))
+        >>> serialize_partition_values(ts, PrimitiveType("timestamp"))
+        ['2024-06-15T19:30:45.000000Z']
+    """
+    out: list[str | None] = _serialize(values, t).to_pylist()
+    return out
+
+
+# --- §9.2 / §9.3 paths ---------------------------------------------------------------------
+
+
+def hive_escape(text: str) -> str:
+    """Hive/Spark escaping of a partition column name or value in a directory name.
+
+    Example:
+        >>> hive_escape("a{b:c}%")
+        'a%7Bb%3Ac}%25'
+    """
+    return text.translate(_HIVE_TABLE)
+
+
+def directory_value(value: str | None, t: DeltaType) -> str | None:
+    """The value shown in a directory name: timestamps in Spark's (UTC) session form.
+
+    Example:
+        >>> from lakequery.protocol.schema import PrimitiveType
+        >>> directory_value("2024-06-15T19:30:45.000000Z", PrimitiveType("timestamp"))
+        '2024-06-15 19:30:45'
+    """
+    if value is None or not (isinstance(t, PrimitiveType) and t.name == "timestamp"):
+        return value
+    text = value.removesuffix("Z").replace("T", " ", 1)
+    return text.removesuffix(".000000")
+
+
+def partition_directory(values: Sequence[tuple[str, str | None]]) -> str:
+    """The Hive-style relative directory ``name=value/...`` of partition values.
+
+    Args:
+        values: ``(column name, directory value)`` pairs in partition column order.
+
+    Example:
+        >>> partition_directory([("a", None), ("b b", "x=y")])
+        'a=__HIVE_DEFAULT_PARTITION__/b b=x%3Dy'
+    """
+    parts = [
+        f"{hive_escape(name)}={HIVE_NULL if value is None or value == '' else hive_escape(value)}"
+        for name, value in values
+    ]
+    return "/".join(parts)
+
+
+def uri_encode_path(path: str) -> str:
+    """The second, URI-level encoding that turns a relative storage path into ``add.path``.
+
+    Example:
+        >>> uri_encode_path("p=100%2525/p=hello world/p=a}b")
+        'p=100%252525/p=hello%20world/p=a%7Db'
+    """
+    return path.translate(_URI_TABLE)
+
+
+# --- grouping -------------------------------------------------------------------------------
+
+
+def _group_column(arr: Any) -> Any:
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_string(arr.type) or pa.types.is_binary(arr.type):
+        arr = _strings_or_null(arr)
+    return arr
+
+
+def split_by_partition(
+    batch: pa.RecordBatch, columns: Sequence[str], types: Sequence[DeltaType]
+) -> Iterator[tuple[PartitionKey, pa.RecordBatch]]:
+    """Splits a batch into one sub-batch per combination of partition values.
+
+    Rows are grouped with dictionary encoding and a single stable sort; only the distinct
+    values are serialized.
+
+    Args:
+        batch: Data with the (logical) partition columns.
+        columns: Partition column names.
+        types: Their Delta types.
+
+    Yields:
+        ``(serialized values, rows)`` per group, values in ``columns`` order.
+
+    Example:
+        >>> from lakequery.protocol.schema import PrimitiveType
+        >>> b = pa.record_batch({"p": ["x", "y", "x", ""], "v": [1, 2, 3, 4]})
+        >>> [(k, g.column("v").to_pylist())
+        ...  for k, g in split_by_partition(b, ["p"], [PrimitiveType("string")])]
+        [(('x',), [1, 3]), (('y',), [2]), ((None,), [4])]
+    """
+    if not columns:
+        yield (), batch
+        return
+    n = batch.num_rows
+    if n == 0:
+        return
+    indices: list[Any] = []
+    strings: list[list[str | None]] = []
+    key: Any = None
+    for name, t in zip(columns, types, strict=True):
+        enc = pc.dictionary_encode(_group_column(batch.column(name)), null_encoding="encode")
+        strings.append(serialize_partition_values(enc.dictionary, t))
+        idx = enc.indices.cast(pa.int64())
+        indices.append(idx)
+        if key is None:
+            key = idx
+        else:
+            combined = pc.add(pc.multiply(key, len(enc.dictionary)), idx)
+            key = pc.dictionary_encode(combined).indices.cast(pa.int64())
+    idx_np = [np.asarray(i.to_numpy(zero_copy_only=False)) for i in indices]
+    key_np = np.asarray(key.to_numpy(zero_copy_only=False))
+    if key_np.min() == key_np.max():
+        yield tuple(s[int(i[0])] for s, i in zip(strings, idx_np, strict=True)), batch
+        return
+    order = np.argsort(key_np, kind="stable")
+    sorted_keys = key_np[order]
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1, [n]])
+    taken = batch.take(order)
+    firsts = order[starts[:-1]]
+    for g in range(len(starts) - 1):
+        lo, hi = int(starts[g]), int(starts[g + 1])
+        row = int(firsts[g])
+        values = tuple(s[int(i[row])] for s, i in zip(strings, idx_np, strict=True))
+        yield values, taken.slice(lo, hi - lo)
+
+
+__all__ = [
+    "HIVE_NULL",
+    "PartitionKey",
+    "directory_value",
+    "hive_escape",
+    "java_float_string",
+    "partition_directory",
+    "serialize_partition_values",
+    "split_by_partition",
+    "uri_encode_path",
+]

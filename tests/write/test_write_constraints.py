@@ -1,0 +1,131 @@
+"""Invariants, CHECK constraints and generated columns during writes (§14)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from writekit import make_state, schema_json
+
+from lakequery.errors import ConstraintViolationError, UnsupportedFeatureError
+from lakequery.writer.constraints import spark_to_duckdb
+from lakequery.writer.data_files import write_data_files
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", "UTC"))])
+
+
+def _invariant(sql: str) -> dict[str, str]:
+    return {"delta.invariants": json.dumps({"expression": {"expression": sql}})}
+
+
+def test_column_invariant(root: str) -> None:
+    state = make_state(root, schema_json(SCHEMA, metadata={"id": _invariant("id > 0")}))
+    assert len(write_data_files(pa.table({"id": [1, 2]}), state)) == 1
+    with pytest.raises(ConstraintViolationError) as info:
+        write_data_files(pa.table({"id": [1, -5, 3], "name": ["a", "bad", "c"]}), state)
+    assert info.value.constraint == "invariant(id)"
+    assert info.value.expression == "id > 0"
+    assert "'id': -5" in info.value.detail and "'bad'" in info.value.detail
+    # NULL does not satisfy an invariant.
+    with pytest.raises(ConstraintViolationError):
+        write_data_files(pa.table({"id": pa.array([None], pa.int64())}), state)
+
+
+def test_check_constraints(root: str) -> None:
+    config = {
+        "delta.constraints.name_len": "length(`name`) < 4 OR name IS NULL",
+        "delta.constraints.quoted": 'name <> "i\'s"',
+    }
+    state = make_state(root, SCHEMA, configuration=config)
+    assert len(write_data_files(pa.table({"id": [1], "name": ["abc"]}), state)) == 1
+    with pytest.raises(ConstraintViolationError) as info:
+        write_data_files(pa.table({"id": [1, 2], "name": ["abc", "toolong"]}), state)
+    assert info.value.constraint == "name_len"
+    assert "toolong" in info.value.detail
+    with pytest.raises(ConstraintViolationError, match="quoted"):
+        write_data_files(pa.table({"id": [1], "name": ["i's"]}), state)
+
+
+def test_extra_constraints(root: str) -> None:
+    state = make_state(root, SCHEMA, extra_constraints=(("predicate", "id >= 10"),))
+    with pytest.raises(ConstraintViolationError, match="predicate"):
+        write_data_files(pa.table({"id": [10, 9]}), state)
+
+
+def test_generated_columns_computed_and_checked(root: str) -> None:
+    schema = pa.schema([("ts", pa.timestamp("us", "UTC")), ("day", pa.date32()), ("y", pa.int32())])
+    text = schema_json(
+        schema,
+        metadata={
+            "day": {"delta.generationExpression": "CAST(ts AS DATE)"},
+            "y": {"delta.generationExpression": "YEAR(ts)"},
+        },
+        not_null=["y"],
+    )
+    state = make_state(root, text, partition_by=["day"])
+    ts = [dt.datetime(2024, 1, 1, 23, 30), dt.datetime(2025, 6, 2, 1, 0), None]
+    adds = write_data_files(
+        pa.table({"ts": pa.array(ts, pa.timestamp("us", "UTC"))}).slice(0, 2), state
+    )
+    assert sorted(a["partitionValues"]["day"] for a in adds) == ["2024-01-01", "2025-06-02"]
+    for a in adds:
+        file = pq.read_table(Path(root) / unquote(a["path"]))
+        year = file.column("y").to_pylist()[0]
+        assert str(year) == a["partitionValues"]["day"][:4]
+    # Provided values must match the expression (null-safe).
+    good = pa.table(
+        {
+            "ts": pa.array(ts[:1], pa.timestamp("us", "UTC")),
+            "day": pa.array([dt.date(2024, 1, 1)]),
+            "y": pa.array([2024], pa.int32()),
+        }
+    )
+    assert len(write_data_files(good, state)) == 1
+    bad = good.set_column(1, "day", pa.array([dt.date(2024, 1, 2)]))
+    with pytest.raises(ConstraintViolationError) as info:
+        write_data_files(bad, state)
+    assert info.value.constraint == "generated(day)"
+    assert info.value.expression == "CAST(ts AS DATE)"
+
+
+def test_generated_null_safe(root: str) -> None:
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    state = make_state(
+        root, schema_json(schema, metadata={"b": {"delta.generationExpression": "a + 1"}})
+    )
+    assert (
+        len(
+            write_data_files(
+                pa.table(
+                    {"a": pa.array([None, 1], pa.int64()), "b": pa.array([None, 2], pa.int64())}
+                ),
+                state,
+            )
+        )
+        == 1
+    )
+    with pytest.raises(ConstraintViolationError):
+        write_data_files(
+            pa.table({"a": pa.array([None], pa.int64()), "b": pa.array([0], pa.int64())}), state
+        )
+
+
+def test_unevaluable_expression(root: str) -> None:
+    state = make_state(
+        root, SCHEMA, configuration={"delta.constraints.c": "no_such_function(id) > 0"}
+    )
+    with pytest.raises(UnsupportedFeatureError) as info:
+        write_data_files(pa.table({"id": [1]}), state)
+    assert info.value.feature == "checkConstraints"
+
+
+def test_spark_sql_translation() -> None:
+    assert spark_to_duckdb("`a``b` > 1") == '"a`b" > 1'
+    assert spark_to_duckdb("x = \"q\" AND y = 'it\\'s'") == "x = 'q' AND y = 'it''s'"
+    assert spark_to_duckdb("a <=> b") == "a  IS NOT DISTINCT FROM  b"
+    assert spark_to_duckdb("'`not an identifier`'") == "'`not an identifier`'"

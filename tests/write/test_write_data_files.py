@@ -1,0 +1,312 @@
+"""write_data_files: inputs, schema conformance, partitioning, rollover, column mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from writekit import make_state, schema_json
+
+from lakequery.errors import SchemaMismatchError
+from lakequery.storage import open_storage
+from lakequery.writer.data_files import write_data_files
+from lakequery.writer.state import WriteState
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.string())])
+
+
+def _read(root: str, add: dict[str, Any]) -> pa.Table:
+    return pq.read_table(Path(root) / unquote(add["path"]))
+
+
+def _all_rows(root: str, adds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for a in adds:
+        rows.extend(_read(root, a).to_pylist())
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def test_add_action_shape(root: str) -> None:
+    adds = write_data_files(
+        pa.table({"id": [1], "name": ["a"], "p": ["x"]}), make_state(root, SCHEMA), now_ms=42
+    )
+    [add] = adds
+    assert set(add) == {
+        "path",
+        "partitionValues",
+        "size",
+        "modificationTime",
+        "dataChange",
+        "stats",
+    }
+    assert add["modificationTime"] == 42 and add["dataChange"] is True
+    assert add["partitionValues"] == {}
+    assert add["path"].startswith("part-00000-") and add["path"].endswith(".c000.zstd.parquet")
+    file = Path(root) / add["path"]
+    assert add["size"] == file.stat().st_size
+    meta = pq.ParquetFile(file).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+
+
+@pytest.mark.parametrize("make", ["table", "batch", "reader", "iterator", "pandas", "polars"])
+def test_input_kinds(root: str, make: str) -> None:
+    table = pa.table({"id": [1, 2, 3], "name": ["a", "b", None], "p": ["x", "y", "x"]})
+    data: Any = {
+        "table": table,
+        "batch": table.to_batches()[0],
+        "reader": pa.RecordBatchReader.from_batches(table.schema, table.to_batches()),
+        "iterator": iter(table.to_batches(max_chunksize=1)),
+        "pandas": table.to_pandas(),
+        "polars": pl.from_arrow(table),
+    }[make]
+    adds = write_data_files(data, make_state(root, SCHEMA))
+    assert _all_rows(root, adds) == table.to_pylist()
+
+
+def test_conforms_columns(root: str) -> None:
+    # Other order, different case, narrower types, dictionary and large strings, missing column.
+    data = pa.table(
+        {
+            "NAME": pa.array(["a", "b"]).dictionary_encode(),
+            "id": pa.array([1, 2], pa.int8()),
+        }
+    )
+    [add] = write_data_files(data, make_state(root, SCHEMA))
+    assert _read(root, add).to_pylist() == [
+        {"id": 1, "name": "a", "p": None},
+        {"id": 2, "name": "b", "p": None},
+    ]
+    assert _read(root, add).schema.types == [pa.int64(), pa.string(), pa.string()]
+
+
+def test_conforms_nested_structs_by_name(root: str) -> None:
+    schema = pa.schema([("s", pa.struct([("a", pa.int64()), ("b", pa.string())]))])
+    data = pa.table(
+        {"s": pa.array([{"b": "x", "a": 1}], pa.struct([("b", pa.string()), ("a", pa.int32())]))}
+    )
+    [add] = write_data_files(data, make_state(root, schema))
+    assert _read(root, add).to_pylist() == [{"s": {"a": 1, "b": "x"}}]
+
+
+def test_schema_mismatches(root: str) -> None:
+    state = make_state(root, schema_json(SCHEMA, not_null=["id"]))
+    with pytest.raises(SchemaMismatchError) as info:
+        write_data_files(pa.table({"id": ["not a number"]}), state)
+    assert info.value.column == "id" and info.value.expected == "long"
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        write_data_files(pa.table({"name": ["x"]}), state)  # missing non-nullable column
+    with pytest.raises(SchemaMismatchError, match="null values"):
+        write_data_files(pa.table({"id": pa.array([1, None], pa.int64())}), state)
+    with pytest.raises(SchemaMismatchError, match="'extra'"):
+        write_data_files(pa.table({"id": [1], "extra": [1]}), state)
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        write_data_files(pa.table({"id": [0.5]}), state)  # lossy cast
+
+
+def test_nested_not_null(root: str) -> None:
+    text = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "s",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {"name": "x", "type": "long", "nullable": False, "metadata": {}}
+                        ],
+                    },
+                    "nullable": True,
+                    "metadata": {},
+                },
+                {
+                    "name": "l",
+                    "type": {"type": "array", "elementType": "long", "containsNull": False},
+                    "nullable": True,
+                    "metadata": {},
+                },
+            ],
+        }
+    )
+    state = make_state(root, text)
+    t = pa.struct([pa.field("x", pa.int64())])
+    ok = pa.table({"s": pa.array([{"x": 1}, None], t), "l": [[1], None]})
+    assert len(write_data_files(ok, state)) == 1
+    with pytest.raises(SchemaMismatchError, match=r"'s\.x'"):
+        write_data_files(pa.table({"s": pa.array([{"x": None}], t), "l": [[1]]}), state)
+    with pytest.raises(SchemaMismatchError, match=r"'l\.element'"):
+        write_data_files(pa.table({"s": pa.array([None], t), "l": [[1, None]]}), state)
+
+
+AWKWARD = ["US/East", "hello world", "100%", "a{b}c", "x=y", "ü:ñ", None, "", "#?*"]
+
+
+def test_partitioned_awkward_values(root: str) -> None:
+    n = len(AWKWARD) * 3
+    data = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "name": [f"n{i}" for i in range(n)],
+            "p": AWKWARD * 3,
+        }
+    )
+    state = make_state(root, SCHEMA, partition_by=["p"])
+    adds = write_data_files(data.to_batches(max_chunksize=4), state)
+    values = sorted((a["partitionValues"]["p"] or "") for a in adds)
+    assert len(adds) == len(AWKWARD) - 1  # "" and None share the null partition
+    assert values == sorted(v or "" for v in AWKWARD if v != "")
+    rows = []
+    for a in adds:
+        stored = Path(root) / unquote(a["path"])
+        assert stored.exists()
+        file = pq.read_table(stored)
+        assert file.column_names == ["id", "name"]  # no partition column in the file
+        rows.extend((r["id"], a["partitionValues"]["p"]) for r in file.to_pylist())
+        if a["partitionValues"]["p"] is None:
+            assert a["path"].startswith("p=__HIVE_DEFAULT_PARTITION__/")
+    expected = [(i, AWKWARD[i % len(AWKWARD)] or None) for i in range(n)]
+    assert sorted(rows) == expected
+    by_value = {a["partitionValues"]["p"]: a["path"] for a in adds}
+    assert by_value["US/East"].startswith("p=US%252FEast/")
+    assert by_value["hello world"].startswith("p=hello%20world/")
+    assert by_value["100%"].startswith("p=100%2525/")
+    assert by_value["a{b}c"].startswith("p=a%257Bb%7Dc/")
+
+
+def test_multi_column_partitions(root: str) -> None:
+    schema = pa.schema(
+        [("v", pa.int64()), ("d", pa.date32()), ("k", pa.int32()), ("f", pa.float64())]
+    )
+    data = pa.table(
+        {
+            "v": range(6),
+            "d": pa.array(np.array(["2024-01-01", "2024-01-02"] * 3, dtype="datetime64[D]")),
+            "k": pa.array([1, 1, 2, 2, None, None], pa.int32()),
+            "f": [1e20, 1e20, 0.5, 0.5, 0.5, 0.5],
+        },
+        schema=schema,
+    )
+    adds = write_data_files(data, make_state(root, schema, partition_by=["d", "k", "f"]))
+    keys = sorted((a["partitionValues"]["d"], a["partitionValues"]["k"] or "") for a in adds)
+    assert len(adds) == 6
+    assert keys[0] == ("2024-01-01", "")
+    paths = {a["path"].rsplit("/", 1)[0] for a in adds}
+    assert "d=2024-01-01/k=1/f=1.0E20" in paths
+    assert "d=2024-01-02/k=__HIVE_DEFAULT_PARTITION__/f=0.5" in paths
+
+
+def test_rollover_by_target_file_size(root: str) -> None:
+    rng = np.random.default_rng(1)
+    n = 200_000
+    data = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "name": pa.array(rng.random(n).astype(str)),
+            "p": pa.nulls(n, pa.string()),
+        }
+    )
+    state = make_state(root, SCHEMA, target_file_size=256 * 1024, max_rows_per_row_group=20_000)
+    adds = write_data_files(data.to_batches(max_chunksize=10_000), state)
+    assert len(adds) > 3
+    for a in adds[:-1]:
+        assert a["size"] >= 256 * 1024
+    total = 0
+    seen = []
+    for a in adds:
+        stats = json.loads(a["stats"])
+        file = _read(root, a)
+        assert stats["numRecords"] == file.num_rows
+        assert stats["minValues"]["id"] == pc_min(file)
+        total += file.num_rows
+        seen.append(file.column("id"))
+    assert total == n
+    assert sorted(pa.chunked_array(seen).to_pylist()) == list(range(n))
+
+
+def pc_min(t: pa.Table) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.min(t.column("id")).as_py())
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping_physical_names(root: str, mode: str) -> None:
+    schema = pa.schema(
+        [("id", pa.int64()), ("s", pa.struct([("x", pa.string())])), ("p", pa.string())]
+    )
+    state = make_state(root, schema, mode=mode, partition_by=["p"])
+    [add] = write_data_files(
+        pa.table({"id": [1], "s": [{"x": "q"}], "p": ["v"]}, schema=schema), state
+    )
+    assert add["partitionValues"] == {"col-4-p": "v"}
+    assert add["path"].startswith("col-4-p=v/")
+    file = pq.ParquetFile(Path(root) / unquote(add["path"]))
+    arrow = file.schema_arrow
+    assert arrow.names == ["col-1-id", "col-2-s"]
+    assert arrow.field("col-2-s").type.field(0).name == "col-3-x"
+    ids = [file.schema.column(i).path for i in range(len(file.schema))]
+    assert ids == ["col-1-id", "col-2-s.col-3-x"]
+    assert arrow.field("col-1-id").metadata[b"PARQUET:field_id"] == b"1"
+    assert arrow.field("col-2-s").type.field(0).metadata[b"PARQUET:field_id"] == b"3"
+    assert json.loads(add["stats"])["maxValues"] == {"col-1-id": 1, "col-2-s": {"col-3-x": "q"}}
+
+
+def test_compression_codec_and_memory_storage() -> None:
+    from lakequery.metadata import Metadata
+    from lakequery.protocol.features import Protocol
+
+    md = Metadata(
+        "id",
+        schema_json(SCHEMA),
+        (),
+        {"delta.parquet.compression.codec": "snappy", "delta.targetFileSize": "1mb"},
+    )
+    state = WriteState.for_table("memory://write-codec", md, Protocol(1, 2))
+    assert state.target_file_size == 1 << 20
+    [add] = write_data_files(pa.table({"id": [1, 2]}), state)
+    assert add["path"].endswith(".c000.snappy.parquet")
+    storage = open_storage("memory://write-codec")
+    raw = storage.read(storage.join(add["path"]))
+    assert len(raw) == add["size"]
+    file = pq.ParquetFile(pa.BufferReader(raw))
+    assert file.metadata.row_group(0).column(0).compression == "SNAPPY"
+    uncompressed = WriteState(
+        "memory://write-codec", schema_json(SCHEMA), compression="uncompressed"
+    )
+    [add] = write_data_files(pa.table({"id": [1]}), uncompressed)
+    assert add["path"].endswith(".c000.parquet")
+
+
+def test_empty_input_writes_nothing(root: str) -> None:
+    state = make_state(root, SCHEMA)
+    assert write_data_files(pa.table({"id": pa.array([], pa.int64())}), state) == []
+    assert write_data_files(iter([]), state) == []
+
+
+def test_void_columns_are_not_stored(root: str) -> None:
+    text = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "a", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "v", "type": "void", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    [add] = write_data_files(pa.table({"a": [1]}), make_state(root, text))
+    assert _read(root, add).column_names == ["a"]
+    assert json.loads(add["stats"])["nullCount"] == {"a": 0}
+
+
+def test_pandas_frame_with_index(root: str) -> None:
+    frame = pd.DataFrame({"id": [3, 4], "name": ["a", "b"]}, index=[10, 11])
+    [add] = write_data_files(frame, make_state(root, SCHEMA))
+    assert _read(root, add).column("id").to_pylist() == [3, 4]
