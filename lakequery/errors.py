@@ -35,6 +35,16 @@ class TableNotFoundError(LakeQueryError, FileNotFoundError):
         super().__init__(msg + (f": {detail}" if detail else ""))
 
 
+class TableAlreadyExistsError(LakeQueryError, FileExistsError):
+    """A table already exists where one was to be created (``mode="error"``, or a race)."""
+
+    def __init__(self, uri: str, detail: str = "") -> None:
+        self.uri = uri
+        self.detail = detail
+        msg = f"a Delta table already exists at {uri!r}"
+        super().__init__(msg + (f": {detail}" if detail else ""))
+
+
 class VersionNotFoundError(LakeQueryError, LookupError):
     """The requested version or timestamp cannot be reconstructed from the log."""
 
@@ -91,6 +101,29 @@ class SchemaError(LakeQueryError, ValueError):
     """A schema cannot be parsed, converted or reconciled."""
 
 
+class SchemaMismatchError(SchemaError):
+    """Data written to a table does not fit its schema; names the column and both types."""
+
+    def __init__(self, column: str, expected: str, found: str, detail: str = "") -> None:
+        self.column = column
+        self.expected = expected
+        self.found = found
+        self.detail = detail
+        msg = f"column {column!r}: table has {expected}, data has {found}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class ConstraintViolationError(LakeQueryError, ValueError):
+    """Rows break a CHECK constraint, a column invariant or a generated column's expression."""
+
+    def __init__(self, constraint: str, expression: str, detail: str = "") -> None:
+        self.constraint = constraint
+        self.expression = expression
+        self.detail = detail
+        msg = f"constraint {constraint!r} ({expression}) violated"
+        super().__init__(msg + (f": {detail}" if detail else ""))
+
+
 # --- queries ---------------------------------------------------------------------------------
 
 
@@ -111,6 +144,103 @@ class DeletionVectorError(LakeQueryError):
         self.dv = dv
         self.reason = reason
         super().__init__(f"deletion vector {dv} of {data_file}: {reason}")
+
+
+# --- commits ---------------------------------------------------------------------------------
+
+
+class CommitError(LakeQueryError):
+    """A transaction could not be committed."""
+
+
+class AppendOnlyError(CommitError):
+    """The table has ``delta.appendOnly=true`` and the commit would remove data."""
+
+    def __init__(self, uri: str, operation: str) -> None:
+        self.uri = uri
+        self.operation = operation
+        super().__init__(
+            f"table {uri!r} is append-only (delta.appendOnly=true): {operation} would remove data"
+        )
+
+
+class CommitRetriesExhaustedError(CommitError):
+    """Every attempt lost the race for the next version (no logical conflict found)."""
+
+    def __init__(self, uri: str, attempts: int, last_version: int) -> None:
+        self.uri = uri
+        self.attempts = attempts
+        self.last_version = last_version
+        super().__init__(
+            f"gave up committing to {uri!r} after {attempts} attempts "
+            f"(last tried version {last_version})"
+        )
+
+
+class CommitConflictError(CommitError):
+    """A concurrent commit makes this transaction's result invalid; nothing was committed.
+
+    Attributes:
+        uri: the table.
+        read_version: the version the transaction started from.
+        winning_version: the concurrent commit it conflicts with.
+        reason: what clashed.
+    """
+
+    #: The reference implementation's name for the conflict kind.
+    kind = "CommitConflict"
+
+    def __init__(self, uri: str, read_version: int, winning_version: int, reason: str) -> None:
+        self.uri = uri
+        self.read_version = read_version
+        self.winning_version = winning_version
+        self.reason = reason
+        super().__init__(
+            f"{self.kind}: commit to {uri!r} (read version {read_version}) conflicts with "
+            f"version {winning_version}: {reason}"
+        )
+
+
+class ProtocolChangedError(CommitConflictError):
+    """A concurrent commit changed the protocol, or both transactions change it."""
+
+    kind = "ProtocolChanged"
+
+
+class MetadataChangedError(CommitConflictError):
+    """A concurrent commit changed the table metadata (schema, partitioning, properties)."""
+
+    kind = "MetadataChanged"
+
+
+class ConcurrentAppendError(CommitConflictError):
+    """A concurrent commit added files this transaction should have read."""
+
+    kind = "ConcurrentAppend"
+
+
+class ConcurrentDeleteReadError(CommitConflictError):
+    """A concurrent commit removed a file this transaction read."""
+
+    kind = "ConcurrentDeleteRead"
+
+
+class ConcurrentDeleteDeleteError(CommitConflictError):
+    """A concurrent commit removed a file this transaction also removes."""
+
+    kind = "ConcurrentDeleteDelete"
+
+
+class ConcurrentTransactionError(CommitConflictError):
+    """A concurrent commit wrote a ``txn`` for an application id this transaction read."""
+
+    kind = "ConcurrentTransaction"
+
+
+class DomainMetadataConflictError(CommitConflictError):
+    """Both transactions write the same domain metadata."""
+
+    kind = "DomainMetadataConflict"
 
 
 # --- storage -----------------------------------------------------------------------------------
@@ -143,15 +273,29 @@ class InvalidPathError(LakeQueryError, ValueError):
 
 
 __all__ = [
+    "AppendOnlyError",
+    "CommitConflictError",
+    "CommitError",
+    "CommitRetriesExhaustedError",
+    "ConcurrentAppendError",
+    "ConcurrentDeleteDeleteError",
+    "ConcurrentDeleteReadError",
+    "ConcurrentTransactionError",
+    "ConstraintViolationError",
     "CorruptLogError",
     "DeletionVectorError",
+    "DomainMetadataConflictError",
     "InvalidPathError",
     "LakeQueryError",
+    "MetadataChangedError",
     "ObjectNotFoundError",
     "PredicateError",
+    "ProtocolChangedError",
     "ProtocolError",
     "SchemaError",
+    "SchemaMismatchError",
     "StorageError",
+    "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",

@@ -156,6 +156,9 @@ class Scan:
             )
             mask = prune_mask(files, self.filter, columns)
             files = files.filter(mask)
+        return self._plan_of(files, total)
+
+    def _plan_of(self, files: pa.Table, total: int) -> ScanPlan:
         storage = self.snapshot.storage
         paths = files.column("path").combine_chunks()
         prefix = pa.array([storage.root + "/"] * len(paths), pa.string())
@@ -163,6 +166,14 @@ class Scan:
             prefix, paths, ""
         )
         return ScanPlan(files, total, locations)
+
+    def restricted_to(self, files: pa.Table) -> Scan:
+        """A copy of this scan that reads exactly ``files`` (rows of
+        :meth:`Snapshot.files`, e.g. a filtered :attr:`ScanPlan.files`) without pruning;
+        the filter still applies to rows. Commands use it to read the files they touch."""
+        out = Scan(self.snapshot, columns=self.columns, filter=self.filter_source)
+        out.__dict__["_plan"] = out._plan_of(files, self.snapshot.num_files)
+        return out
 
     # -- engines ---------------------------------------------------------------------------------
     def to_arrow_reader(self) -> pa.RecordBatchReader:

@@ -32,27 +32,27 @@ class FeatureSupport:
 #: Every table feature lakequery knows. ``read=True`` on a reader-writer feature means the
 #: read path implements its reader obligations; writer-only features never block reads.
 FEATURES: Mapping[str, FeatureSupport] = {
-    "appendOnly": FeatureSupport("writer", True, False),
-    "invariants": FeatureSupport("writer", True, False),
-    "checkConstraints": FeatureSupport("writer", True, False),
-    "changeDataFeed": FeatureSupport("writer", True, False),
-    "generatedColumns": FeatureSupport("writer", True, False),
-    "identityColumns": FeatureSupport("writer", True, False),
-    "columnMapping": FeatureSupport("reader-writer", True, False, "name and id modes"),
-    "deletionVectors": FeatureSupport("reader-writer", True, False, "on-disk and inline DVs"),
-    "timestampNtz": FeatureSupport("reader-writer", True, False),
-    "v2Checkpoint": FeatureSupport("reader-writer", True, False, "UUID-named and sidecars"),
-    "typeWidening": FeatureSupport("reader-writer", True, False, "older files cast up"),
-    "typeWidening-preview": FeatureSupport("reader-writer", True, False),
-    "vacuumProtocolCheck": FeatureSupport("reader-writer", True, False),
-    "inCommitTimestamp": FeatureSupport("writer", True, False),
-    "rowTracking": FeatureSupport("writer", True, False),
-    "domainMetadata": FeatureSupport("writer", True, False),
+    "appendOnly": FeatureSupport("writer", True, True),
+    "invariants": FeatureSupport("writer", True, True, "checked on every written row"),
+    "checkConstraints": FeatureSupport("writer", True, True, "checked on every written row"),
+    "changeDataFeed": FeatureSupport("writer", True, True),
+    "generatedColumns": FeatureSupport("writer", True, True, "computed or checked"),
+    "identityColumns": FeatureSupport("writer", True, False, "writable while no column uses it"),
+    "columnMapping": FeatureSupport("reader-writer", True, True, "name and id modes"),
+    "deletionVectors": FeatureSupport("reader-writer", True, True, "on-disk and inline DVs"),
+    "timestampNtz": FeatureSupport("reader-writer", True, True),
+    "v2Checkpoint": FeatureSupport("reader-writer", True, True, "UUID-named and sidecars"),
+    "typeWidening": FeatureSupport("reader-writer", True, True, "older files cast up"),
+    "typeWidening-preview": FeatureSupport("reader-writer", True, True),
+    "vacuumProtocolCheck": FeatureSupport("reader-writer", True, True),
+    "inCommitTimestamp": FeatureSupport("writer", True, True, "monotonic ICT in commitInfo"),
+    "rowTracking": FeatureSupport("writer", True, True, "baseRowId and high-water mark"),
+    "domainMetadata": FeatureSupport("writer", True, True, "domains preserved"),
     "clustering": FeatureSupport("writer", True, False),
-    "icebergCompatV1": FeatureSupport("writer", True, False),
-    "icebergCompatV2": FeatureSupport("writer", True, False),
-    "allowColumnDefaults": FeatureSupport("writer", True, False),
-    "checkpointProtection": FeatureSupport("writer", True, False),
+    "icebergCompatV1": FeatureSupport("writer", True, False, "writable while not enabled"),
+    "icebergCompatV2": FeatureSupport("writer", True, False, "writable while not enabled"),
+    "allowColumnDefaults": FeatureSupport("writer", True, False, "writable while no default"),
+    "checkpointProtection": FeatureSupport("writer", True, True),
     "variantType": FeatureSupport("reader-writer", True, False, "unshredded, as a struct"),
     "variantType-preview": FeatureSupport("reader-writer", True, False),
     "geospatial": FeatureSupport("reader-writer", True, False, "geometry/geography as WKB"),
@@ -150,3 +150,168 @@ def check_readable(protocol: Protocol) -> None:
         support = FEATURES.get(name)
         if support is None or not support.read:
             raise UnsupportedFeatureError(name, operation="read")
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+#: Features whose writer duties lakequery does not implement, but which only bind while
+#: active (digest §5.2: a supported-but-inactive feature only obliges writers to check its
+#: condition). Each maps to the test of that condition on (schema fields' metadata, config).
+_INACTIVE_OK: Mapping[str, str] = {
+    "identityColumns": "a column with delta.identity.* metadata",
+    "icebergCompatV1": "delta.enableIcebergCompatV1=true",
+    "icebergCompatV2": "delta.enableIcebergCompatV2=true",
+    "allowColumnDefaults": "a column with a CURRENT_DEFAULT",
+    "variantType": "a variant column",
+    "variantType-preview": "a variant column",
+    "geospatial": "a geometry or geography column",
+}
+
+
+def _active(
+    name: str,
+    field_metadata: list[Mapping[str, Any]],
+    type_names: set[str],
+    configuration: Mapping[str, str],
+) -> bool:
+    if name == "identityColumns":
+        return any(any(k.startswith("delta.identity.") for k in m) for m in field_metadata)
+    if name in ("icebergCompatV1", "icebergCompatV2"):
+        key = f"delta.enable{name[0].upper()}{name[1:]}"
+        return (configuration.get(key) or "").strip().lower() == "true"
+    if name == "allowColumnDefaults":
+        return any("CURRENT_DEFAULT" in m for m in field_metadata)
+    if name.startswith("variantType"):
+        return "variant" in type_names
+    if name == "geospatial":
+        return any(t.startswith(("geometry", "geography")) for t in type_names)
+    return True
+
+
+def check_writable(
+    protocol: Protocol,
+    *,
+    field_metadata: list[Mapping[str, Any]] = [],  # noqa: B006 - read only
+    type_names: set[str] | frozenset[str] = frozenset(),
+    configuration: Mapping[str, str] | None = None,
+) -> None:
+    """Refuses to write a table whose protocol lakequery cannot honour (digest §5.2: every
+    reader AND writer feature must be implemented), naming the feature.
+
+    Args:
+        protocol: the table's protocol.
+        field_metadata: the column metadata maps of every (nested) schema field.
+        type_names: the primitive type names used by the schema.
+        configuration: the table properties.
+
+    Raises:
+        UnsupportedFeatureError: a feature lakequery does not implement for writing.
+
+    Example:
+        >>> check_writable(Protocol(1, 2))
+        >>> check_writable(Protocol(1, 7, None, ("clustering", "domainMetadata")))
+        Traceback (most recent call last):
+        ...
+        lakequery.errors.UnsupportedFeatureError: table feature 'clustering' is not supported for write by lakequery
+    """
+    check_readable(protocol)
+    wv = protocol.min_writer_version
+    if wv not in range(1, 8):
+        raise UnsupportedFeatureError(
+            f"minWriterVersion={wv}", operation="write", detail="lakequery writes versions 1-7"
+        )
+    config = configuration or {}
+    names = protocol.effective_reader_features() | protocol.effective_writer_features()
+    for name in sorted(names):
+        support = FEATURES.get(name)
+        if support is not None and support.write:
+            continue
+        if name in _INACTIVE_OK and not _active(name, field_metadata, set(type_names), config):
+            continue
+        detail = f"the table uses it ({_INACTIVE_OK[name]})" if name in _INACTIVE_OK else ""
+        raise UnsupportedFeatureError(name, operation="write", detail=detail)
+
+
+#: Table features lakequery may add to a new table, with the property that turns each on.
+_ENABLING_PROPERTIES: Mapping[str, str] = {
+    "delta.appendOnly": "appendOnly",
+    "delta.enableChangeDataFeed": "changeDataFeed",
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableTypeWidening": "typeWidening",
+}
+#: Features that are legacy (expressible without table features) and their writer version.
+_LEGACY_WRITER_VERSION: Mapping[str, int] = {
+    "appendOnly": 2,
+    "invariants": 2,
+    "checkConstraints": 3,
+    "changeDataFeed": 4,
+    "generatedColumns": 4,
+    "columnMapping": 5,
+}
+_READER_WRITER = frozenset(n for n, s in FEATURES.items() if s.kind == "reader-writer")
+_DEPENDS: Mapping[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
+
+
+def features_in_use(
+    configuration: Mapping[str, str],
+    *,
+    field_metadata: list[Mapping[str, Any]] = [],  # noqa: B006 - read only
+    type_names: set[str] | frozenset[str] = frozenset(),
+) -> set[str]:
+    """The table features a table with this schema and configuration needs (no more)."""
+    used: set[str] = set()
+    for key, feature in _ENABLING_PROPERTIES.items():
+        if (configuration.get(key) or "").strip().lower() == "true":
+            used.add(feature)
+    if any(k.startswith("delta.constraints.") for k in configuration):
+        used.add("checkConstraints")
+    if (configuration.get("delta.columnMapping.mode") or "none").lower() != "none":
+        used.add("columnMapping")
+    if (configuration.get("delta.checkpointPolicy") or "classic").lower() == "v2":
+        used.add("v2Checkpoint")
+    if any("delta.invariants" in m for m in field_metadata):
+        used.add("invariants")
+    if any("delta.generationExpression" in m for m in field_metadata):
+        used.add("generatedColumns")
+    if "timestamp_ntz" in type_names:
+        used.add("timestampNtz")
+    for feature in list(used):
+        used.update(_DEPENDS.get(feature, ()))
+    for key, value in configuration.items():  # delta.feature.<name> = supported
+        if key.startswith("delta.feature.") and value.strip().lower() in ("supported", "enabled"):
+            used.add(key.removeprefix("delta.feature."))
+    return used
+
+
+def protocol_for(features: set[str]) -> Protocol:
+    """The smallest protocol that supports ``features``: legacy versions when they
+    suffice, table features (reader 3 only for reader-writer features) otherwise.
+
+    Example:
+        >>> protocol_for(set())
+        Protocol(min_reader_version=1, min_writer_version=1, reader_features=None, writer_features=None)
+        >>> protocol_for({"checkConstraints"}).min_writer_version
+        3
+        >>> p = protocol_for({"deletionVectors"})
+        >>> p.min_reader_version, p.reader_features, p.writer_features
+        (3, ('deletionVectors',), ('deletionVectors',))
+    """
+    for name in features:
+        support = FEATURES.get(name)
+        if support is None or not support.write:
+            raise UnsupportedFeatureError(name, operation="write")
+    if all(f in _LEGACY_WRITER_VERSION for f in features):
+        writer = max((_LEGACY_WRITER_VERSION[f] for f in features), default=1)
+        # A legacy writer version implies every feature below it; that is not inflation
+        # of duties lakequery cannot meet (all legacy features are implemented).
+        reader = 2 if "columnMapping" in features else 1
+        return Protocol(reader, writer)
+    reader_features = tuple(sorted(f for f in features if f in _READER_WRITER))
+    writer_features = tuple(sorted(features))
+    if reader_features:
+        return Protocol(3, 7, reader_features, writer_features)
+    if "columnMapping" in features:
+        return Protocol(2, 7, None, writer_features)
+    return Protocol(1, 7, None, writer_features)

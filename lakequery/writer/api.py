@@ -1,0 +1,695 @@
+"""``lq.write``: append to, overwrite or create a Delta table from Arrow-compatible data.
+
+A write runs in three steps that are also public for jobs that distribute the middle one
+(``lakequery.spark.write`` runs it on Spark executors):
+
+1. :func:`plan_write` (driver): reads the latest snapshot, applies the mode, checks or
+   evolves the schema, decides the new metadata and protocol and returns a
+   :class:`WritePlan` holding a picklable :class:`~lakequery.writer.state.WriteState`;
+2. :func:`~lakequery.writer.data_files.write_data_files` (anywhere): data -> Parquet files
+   -> ``add`` actions;
+3. :func:`commit_write` (driver): one transaction that adds those files (and removes the
+   overwritten ones), retrying on concurrent commits that do not conflict.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> uri = "memory://write-doc"
+    >>> lq.write(uri, pa.table({"id": [1, 2], "day": ["a", "b"]}), partition_by=["day"]).version
+    0
+    >>> lq.write(uri, pa.table({"id": [3], "day": ["a"]}), mode="append").version
+    1
+    >>> lq.DeltaTable(uri).snapshot().scan(filter="day = 'a'").to_arrow().num_rows
+    2
+    >>> lq.write(uri, pa.table({"id": [9], "day": ["a"]}), mode="overwrite",
+    ...          predicate="day = 'a'").num_removed_files
+    2
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from lakequery.errors import (
+    LakeQueryError,
+    SchemaError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from lakequery.metadata import Metadata
+from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
+from lakequery.protocol.conflicts import partition_part
+from lakequery.protocol.features import Protocol, features_in_use, protocol_for
+from lakequery.protocol.schema import (
+    PrimitiveType,
+    StructType,
+    from_arrow_schema,
+    iter_fields,
+    schema_to_json,
+)
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage, open_storage
+from lakequery.txn import CommitResult, Transaction
+from lakequery.writer.data_files import write_data_files
+from lakequery.writer.inputs import to_reader
+from lakequery.writer.schema_evolution import assign_column_mapping, reconcile
+from lakequery.writer.state import WriteState
+
+log = logging.getLogger("lakequery.write")
+
+WriteMode = Literal["error", "append", "overwrite", "ignore"]
+SchemaMode = Literal["merge", "overwrite"]
+_MODE_NAMES = {
+    "error": "ErrorIfExists",
+    "append": "Append",
+    "overwrite": "Overwrite",
+    "ignore": "Ignore",
+}
+#: Creation-time pseudo-properties: they shape the protocol and are not stored.
+_PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did.
+
+    Attributes:
+        version: the table version after the write (the existing one when skipped).
+        mode: the write mode.
+        num_files: data files added.
+        num_rows: rows written.
+        num_bytes: bytes of the added files.
+        num_removed_files: files removed (overwrite).
+        skipped: True when nothing was written (``mode="ignore"`` on an existing table,
+            or an ``app_id``/``app_version`` that was already committed).
+        message: why the write was skipped, or ``""``.
+        attempts: versions tried before the commit landed (1 = no race lost).
+    """
+
+    version: int
+    mode: str
+    num_files: int = 0
+    num_rows: int = 0
+    num_bytes: int = 0
+    num_removed_files: int = 0
+    skipped: bool = False
+    message: str = ""
+    attempts: int = 0
+
+
+@dataclass
+class WritePlan:
+    """A write decided on the driver: the state writers need and what the commit adds.
+
+    Attributes:
+        storage: the table's storage.
+        snapshot: the version the write read (None: it creates the table).
+        mode: the write mode.
+        state: the picklable state for :func:`~lakequery.writer.data_files.write_data_files`
+            (None when the write is skipped).
+        metadata: the metadata to commit (None: unchanged).
+        protocol: the protocol to commit (None: unchanged).
+        skip_reason: non-empty when nothing is to be written.
+    """
+
+    storage: Storage
+    snapshot: Snapshot | None
+    mode: str
+    state: WriteState | None
+    metadata: Metadata | None = None
+    protocol: Protocol | None = None
+    predicate: str | None = None
+    partition_by: tuple[str, ...] = ()
+    app_id: str | None = None
+    app_version: int | None = None
+    skip_reason: str = ""
+    storage_options: Mapping[str, Any] | None = None
+    target_file_size: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> bool:
+        return bool(self.skip_reason)
+
+
+def _storage_of(table: Any, storage_options: Mapping[str, Any] | None) -> Storage:
+    from lakequery.table import DeltaTable
+
+    if isinstance(table, DeltaTable):
+        return table.storage
+    if isinstance(table, str):
+        return open_storage(table, storage_options)
+    raise TypeError(f"write to a URI string or a DeltaTable, not {type(table).__name__}")
+
+
+def _latest(storage: Storage) -> Snapshot | None:
+    from lakequery.log_segment import load_state
+
+    try:
+        return Snapshot(storage, load_state(storage, None))
+    except TableNotFoundError:
+        return None
+
+
+def _split_configuration(
+    configuration: Mapping[str, str] | None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(stored properties, pseudo-properties)."""
+    stored: dict[str, str] = {}
+    pseudo: dict[str, str] = {}
+    for key, value in (configuration or {}).items():
+        target = pseudo if key.startswith(_PSEUDO_PREFIXES) else stored
+        target[str(key)] = str(value)
+    return stored, pseudo
+
+
+def _features_of(schema: StructType, configuration: Mapping[str, str]) -> set[str]:
+    fields = [f for _, f in iter_fields(schema)]
+    return features_in_use(
+        configuration,
+        field_metadata=[f.metadata for f in fields],
+        type_names={f.type.name for f in fields if isinstance(f.type, PrimitiveType)},
+    )
+
+
+def _check_partition_columns(schema: StructType, partition_by: Sequence[str]) -> tuple[str, ...]:
+    out = []
+    for name in partition_by:
+        f = next((f for f in schema.fields if f.name.lower() == name.lower()), None)
+        if f is None:
+            raise SchemaError(f"partition column {name!r} is not in the data ({schema.names})")
+        if not isinstance(f.type, PrimitiveType) or f.type.name in ("void", "variant"):
+            raise SchemaError(f"column {name!r} of type {f.type} cannot be a partition column")
+        out.append(f.name)
+    if len(set(out)) != len(out):
+        raise SchemaError(f"partition columns repeat: {list(partition_by)}")
+    if schema.fields and len(out) == len(schema.fields):
+        raise SchemaError("a table needs at least one column that is not a partition column")
+    return tuple(out)
+
+
+def _new_table_metadata(
+    schema: StructType,
+    partition_by: tuple[str, ...],
+    configuration: Mapping[str, str],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Metadata:
+    config = dict(configuration)
+    mode = (config.get("delta.columnMapping.mode") or "none").lower()
+    if mode != "none":
+        schema, max_id = assign_column_mapping(schema, 0)
+        config["delta.columnMapping.maxColumnId"] = str(max_id)
+    return Metadata(
+        id=str(uuid.uuid4()),
+        schema_string=schema_to_json(schema),
+        partition_columns=partition_by,
+        configuration=config,
+        name=name,
+        description=description,
+        created_time=int(time.time() * 1000),
+    )
+
+
+def _upgraded(current: Protocol, needed: set[str]) -> Protocol | None:
+    """The protocol with ``needed`` added (None when it already supports them)."""
+    missing = {f for f in needed if not current.supports(f)}
+    if not missing:
+        return None
+    have = current.effective_reader_features() | current.effective_writer_features()
+    proto = protocol_for(set(have) | missing)
+    return Protocol(
+        max(proto.min_reader_version, current.min_reader_version),
+        max(proto.min_writer_version, current.min_writer_version),
+        proto.reader_features,
+        proto.writer_features,
+    )
+
+
+def plan_write(
+    table: Any,
+    schema: pa.Schema,
+    *,
+    mode: WriteMode = "error",
+    partition_by: Sequence[str] | str | None = None,
+    predicate: str | None = None,
+    schema_mode: SchemaMode | None = None,
+    configuration: Mapping[str, str] | None = None,
+    target_file_size: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> WritePlan:
+    """Step 1 of a write: decide everything on the driver (see the module docstring).
+
+    Raises:
+        TableAlreadyExistsError: ``mode="error"`` and the table exists.
+        SchemaMismatchError: the data does not fit the table schema.
+        SchemaError, ValueError: invalid options.
+    """
+    if mode not in _MODE_NAMES:
+        raise ValueError(f"mode must be one of {sorted(_MODE_NAMES)}, not {mode!r}")
+    if schema_mode not in (None, "merge", "overwrite"):
+        raise ValueError(f"schema_mode must be None, 'merge' or 'overwrite', not {schema_mode!r}")
+    if schema_mode == "overwrite" and mode != "overwrite":
+        raise ValueError("schema_mode='overwrite' needs mode='overwrite'")
+    if predicate is not None and mode != "overwrite":
+        raise ValueError("predicate is only for mode='overwrite' (replace the matching rows)")
+    if (app_id is None) != (app_version is None):
+        raise ValueError("pass app_id and app_version together")
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    storage = _storage_of(table, storage_options)
+    if storage_options is None:
+        storage_options = getattr(storage, "_options", None)
+    snapshot = _latest(storage)
+    plan = WritePlan(
+        storage,
+        snapshot,
+        mode,
+        None,
+        predicate=predicate,
+        app_id=app_id,
+        app_version=app_version,
+        storage_options=storage_options,
+        target_file_size=target_file_size,
+    )
+    stored, pseudo = _split_configuration(configuration)
+    if snapshot is None:
+        return _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+    if mode == "error":
+        raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
+    if mode == "ignore":
+        plan.skip_reason = f"a table exists at {storage.root!r} (mode='ignore')"
+        return plan
+    if app_id is not None and app_version is not None:
+        done = snapshot.txns.get(app_id)
+        if done is not None and done >= app_version:
+            plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
+            return plan
+    if schema_mode == "overwrite":
+        return _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+    meta = snapshot.metadata
+    if partition_by is not None and [c.lower() for c in partition_by] != [
+        c.lower() for c in meta.partition_columns
+    ]:
+        raise SchemaError(
+            f"partition_by {list(partition_by)} differs from the table's "
+            f"{list(meta.partition_columns)} (use schema_mode='overwrite' to change it)"
+        )
+    result = reconcile(meta.schema, schema, merge=schema_mode == "merge")
+    config = {**meta.configuration, **stored}
+    new_schema = result.schema
+    if result.changed and snapshot.column_mapping_mode != "none":
+        max_id = int(config.get("delta.columnMapping.maxColumnId") or 0)
+        new_schema, max_id = assign_column_mapping(new_schema, max_id)
+        config["delta.columnMapping.maxColumnId"] = str(max_id)
+    if result.widened:
+        config["delta.enableTypeWidening"] = "true"
+    if result.changed or config != dict(meta.configuration):
+        plan.metadata = replace(
+            meta,
+            schema_string=schema_to_json(new_schema),
+            configuration=config,
+            name=name if name is not None else meta.name,
+            description=description if description is not None else meta.description,
+        )
+        needed = _features_of(new_schema, {**config, **pseudo})
+        plan.protocol = _upgraded(snapshot.protocol, needed)
+    plan.state = WriteState.for_table(
+        storage.root,
+        plan.metadata or meta,
+        plan.protocol or snapshot.protocol,
+        storage_options=storage_options,
+        target_file_size=target_file_size,
+    )
+    return _with_predicate_constraint(plan)
+
+
+def _plan_create(
+    plan: WritePlan,
+    schema: pa.Schema,
+    partition_by: Sequence[str] | None,
+    stored: dict[str, str],
+    pseudo: dict[str, str],
+    name: str | None,
+    description: str | None,
+) -> WritePlan:
+    delta_schema = from_arrow_schema(schema)
+    parts = _check_partition_columns(delta_schema, partition_by or ())
+    plan.metadata = _new_table_metadata(
+        delta_schema, parts, stored, name=name, description=description
+    )
+    plan.protocol = protocol_for(_features_of(plan.metadata.schema, {**stored, **pseudo}))
+    plan.partition_by = parts
+    plan.state = WriteState.for_table(
+        plan.storage.root,
+        plan.metadata,
+        plan.protocol,
+        storage_options=plan.storage_options,
+        target_file_size=plan.target_file_size,
+    )
+    return plan
+
+
+def _plan_replace(
+    plan: WritePlan,
+    schema: pa.Schema,
+    partition_by: Sequence[str] | None,
+    stored: dict[str, str],
+    pseudo: dict[str, str],
+    name: str | None,
+    description: str | None,
+) -> WritePlan:
+    """``schema_mode="overwrite"``: new schema and partitioning, same table id."""
+    assert plan.snapshot is not None
+    old = plan.snapshot.metadata
+    delta_schema = from_arrow_schema(schema)
+    if partition_by is None:  # keep the old partitioning when the columns still exist
+        names = {n.lower() for n in delta_schema.names}
+        partition_by = [c for c in old.partition_columns if c.lower() in names]
+    parts = _check_partition_columns(delta_schema, partition_by)
+    config = {**old.configuration, **stored}
+    fresh = _new_table_metadata(delta_schema, parts, config, name=name, description=description)
+    plan.metadata = replace(fresh, id=old.id, created_time=old.created_time)
+    needed = _features_of(plan.metadata.schema, {**config, **pseudo})
+    plan.protocol = _upgraded(plan.snapshot.protocol, needed)
+    plan.partition_by = parts
+    plan.state = WriteState.for_table(
+        plan.storage.root,
+        plan.metadata,
+        plan.protocol or plan.snapshot.protocol,
+        storage_options=plan.storage_options,
+        target_file_size=plan.target_file_size,
+    )
+    return _with_predicate_constraint(plan)
+
+
+def _with_predicate_constraint(plan: WritePlan) -> WritePlan:
+    """Overwrite with a predicate: every written row must match it (like replaceWhere)."""
+    if plan.predicate is not None and plan.state is not None:
+        extra = (*plan.state.extra_constraints, ("predicate", plan.predicate))
+        plan.state = replace(plan.state, extra_constraints=extra)
+    return plan
+
+
+# -- commit -------------------------------------------------------------------------------------
+
+
+def _stat_rows(adds: Sequence[Mapping[str, Any]]) -> int:
+    import json
+
+    total = 0
+    for a in adds:
+        stats = a.get("stats")
+        if stats:
+            total += int(json.loads(stats).get("numRecords") or 0)
+    return total
+
+
+def _removes_for_overwrite(
+    plan: WritePlan, txn: Transaction
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(remove actions, add actions of rewritten rows) for an overwrite."""
+    snapshot = plan.snapshot
+    assert snapshot is not None
+    now = int(time.time() * 1000)
+    if plan.predicate is None:
+        txn.read_whole_table()
+        files = snapshot.files()
+        return _removes(snapshot, files, now), []
+    txn.read_predicate(plan.predicate)
+    scan = snapshot.scan(filter=plan.predicate)
+    candidates = scan.plan().files
+    txn.read_files(str(p) for p in candidates.column("path").to_pylist())
+    if not candidates.num_rows:
+        return [], []
+    part = partition_part(plan.predicate, snapshot.partition_columns)
+    exact = part is not None and _only_partition_columns(plan.predicate, snapshot)
+    if exact:
+        files = candidates.filter(_partition_match(candidates, plan.predicate))
+        return _removes(snapshot, files, now), []
+    # Rows of the candidate files that do not match stay: copy them into new files.
+    keep_sql = f"NOT coalesce(({plan.predicate}), false)"
+    import duckdb
+
+    con = duckdb.connect()
+    rel = scan.restricted_to(candidates).to_duckdb(con).filter(keep_sql)
+    reader = rel.fetch_record_batch()
+    assert plan.state is not None
+    keep_state = replace(plan.state, extra_constraints=())
+    kept = write_data_files(reader, keep_state)
+    con.close()
+    return _removes(snapshot, candidates, now), kept
+
+
+def _only_partition_columns(predicate: str, snapshot: Snapshot) -> bool:
+    from lakequery.protocol.predicates import parse_predicate, referenced_columns
+
+    parts = {c.lower() for c in snapshot.partition_columns}
+    return all(p[0].lower() in parts for p in referenced_columns(parse_predicate(predicate)))
+
+
+def _partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
+    """Exact per-file truth of a partition-only predicate (NULL counts as no match)."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from lakequery.protocol.predicates import bind, parse_predicate, to_pyarrow
+
+    struct: Any = files.column("partition_values").combine_chunks()
+    values = pa.Table.from_struct_array(struct)
+    expr = to_pyarrow(bind(parse_predicate(predicate), values.schema))
+    out: Any = ds.dataset(values).to_table(columns={"m": expr}).column("m").combine_chunks()
+    result: pa.Array[Any] = pc.fill_null(out, False)  # type: ignore[arg-type]
+    return result
+
+
+def _removes(snapshot: Snapshot, files: pa.Table, now_ms: int) -> list[dict[str, Any]]:
+    """Extended ``remove`` actions (digest §4.4) for rows of ``Snapshot.files()``."""
+    from lakequery.writer.partition_values import serialize_partition_values, uri_encode_path
+
+    specs = snapshot.partition_column_specs()
+    strings: list[tuple[str, list[str | None]]] = []
+    if specs and files.num_rows:
+        parts: Any = files.column("partition_values").combine_chunks()
+        for logical, key, t in specs:
+            strings.append((key, serialize_partition_values(parts.field(logical), t)))
+    out = []
+    for i, row in enumerate(files.to_pylist()):
+        remove: dict[str, Any] = {
+            "path": uri_encode_path(row["path"]),
+            "deletionTimestamp": now_ms,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": {key: values[i] for key, values in strings},
+            "size": row["size"],
+        }
+        if row.get("stats"):
+            remove["stats"] = row["stats"]
+        if row.get("deletion_vector"):
+            remove["deletionVector"] = row["deletion_vector"]
+        if row.get("base_row_id") is not None:
+            remove["baseRowId"] = row["base_row_id"]
+        if row.get("default_row_commit_version") is not None:
+            remove["defaultRowCommitVersion"] = row["default_row_commit_version"]
+        out.append(remove)
+    return out
+
+
+def commit_write(
+    plan: WritePlan,
+    adds: Iterable[Mapping[str, Any]],
+    *,
+    max_attempts: int | None = None,
+) -> WriteResult:
+    """Step 3 of a write: commit the data files written for ``plan`` as ONE transaction.
+
+    Raises:
+        CommitConflictError: a concurrent commit conflicts (a subclass names the kind).
+        TableAlreadyExistsError: the table was created concurrently and differs.
+    """
+    staged = [dict(a) for a in adds]
+    if plan.skipped:
+        version = plan.snapshot.version if plan.snapshot else -1
+        log.info("write skipped: %s", plan.skip_reason)
+        return WriteResult(version, plan.mode, skipped=True, message=plan.skip_reason)
+    creating = plan.snapshot is None
+    txn = Transaction(
+        plan.storage,
+        plan.snapshot,
+        operation="CREATE TABLE" if creating and plan.mode != "overwrite" else "WRITE",
+        parameters=_parameters(plan),
+    )
+    if plan.metadata is not None:
+        txn.set_metadata(plan.metadata)
+    if plan.protocol is not None:
+        txn.set_protocol(plan.protocol)
+    removes: list[dict[str, Any]] = []
+    if plan.mode == "overwrite" and not creating:
+        removes, kept = _removes_for_overwrite(plan, txn)
+        staged += kept
+    if plan.app_id is not None and plan.app_version is not None:
+        txn.read_app_id(plan.app_id)
+        txn.set_app_transaction(plan.app_id, plan.app_version)
+    txn.add_files(staged)
+    txn.remove_files(removes)
+    rows = _stat_rows(staged)
+    size = sum(int(a.get("size") or 0) for a in staged)
+    txn.metrics = {
+        "numFiles": len(staged),
+        "numOutputRows": rows,
+        "numOutputBytes": size,
+        "numRemovedFiles": len(removes),
+        "numRemovedBytes": sum(int(r.get("size") or 0) for r in removes),
+    }
+    try:
+        result = txn.commit(**({"max_attempts": max_attempts} if max_attempts else {}))
+    except TableAlreadyExistsError:
+        if plan.mode != "append":
+            raise
+        result = _commit_as_append(plan, staged)
+    return WriteResult(
+        result.version,
+        plan.mode,
+        num_files=len(staged),
+        num_rows=rows,
+        num_bytes=size,
+        num_removed_files=len(removes),
+        attempts=result.attempts,
+    )
+
+
+def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResult:
+    """Another writer created the table first: append instead when it is the same table
+    shape (same schema and partitioning), else give up."""
+    snapshot = _latest(plan.storage)
+    assert plan.metadata is not None and snapshot is not None
+    ours, theirs = plan.metadata, snapshot.metadata
+    uses_mapping = any(PHYSICAL_NAME_KEY in f.metadata for f in theirs.schema.fields)
+    if (
+        theirs.schema_string != ours.schema_string
+        or tuple(theirs.partition_columns) != tuple(ours.partition_columns)
+        or uses_mapping
+    ):
+        raise TableAlreadyExistsError(
+            plan.storage.root, "created concurrently with a different schema or partitioning"
+        )
+    txn = Transaction(plan.storage, snapshot, operation="WRITE", parameters=_parameters(plan))
+    if plan.app_id is not None and plan.app_version is not None:
+        txn.read_app_id(plan.app_id)
+        txn.set_app_transaction(plan.app_id, plan.app_version)
+    txn.add_files(adds)
+    return txn.commit()
+
+
+def _parameters(plan: WritePlan) -> dict[str, Any]:
+    params: dict[str, Any] = {"mode": _MODE_NAMES[plan.mode]}
+    parts = plan.metadata.partition_columns if plan.metadata else None
+    if parts is None and plan.snapshot is not None:
+        parts = plan.snapshot.metadata.partition_columns
+    params["partitionBy"] = list(parts or ())
+    if plan.predicate is not None:
+        params["predicate"] = plan.predicate
+    return params
+
+
+def write(
+    table: Any,
+    data: Any,
+    *,
+    mode: WriteMode = "error",
+    partition_by: Sequence[str] | str | None = None,
+    predicate: str | None = None,
+    schema_mode: SchemaMode | None = None,
+    configuration: Mapping[str, str] | None = None,
+    target_file_size: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> WriteResult:
+    """Writes data to a Delta table, creating it when missing.
+
+    Args:
+        table: a table URI (local path, ``file://``, ``s3://``, ``memory://``) or a
+            :class:`~lakequery.DeltaTable`.
+        data: a ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``, an iterable
+            of record batches, a Polars or pandas DataFrame, a DuckDB relation, or any
+            object with ``__arrow_c_stream__``. Streamed: not all held in memory.
+        mode: ``"error"`` (default: fail if the table exists), ``"append"``,
+            ``"overwrite"`` (replace all rows, or those matching ``predicate``) or
+            ``"ignore"`` (do nothing if the table exists).
+        partition_by: partition columns of a new table (must match an existing table's).
+        predicate: with ``mode="overwrite"``, a SQL predicate (DuckDB dialect): only
+            matching rows are replaced, and every written row must match it.
+        schema_mode: ``"merge"`` adds new columns and widens types; ``"overwrite"`` (with
+            ``mode="overwrite"``) replaces the schema and partitioning.
+        configuration: table properties (``delta.*`` and user keys) for a new table, or
+            added to an existing one.
+        target_file_size: bytes per data file (default ``delta.targetFileSize``, else
+            128 MiB).
+        storage_options: s3fs options for ``s3://`` tables.
+        app_id: application id for an idempotent write (with ``app_version``): a write
+            whose ``(app_id, app_version)`` is already committed is skipped.
+        app_version: the application's progress marker for this write.
+        name: table name stored in the metadata (new tables).
+        description: table description stored in the metadata.
+
+    Returns:
+        A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
+
+    Raises:
+        TableAlreadyExistsError: ``mode="error"`` and the table exists.
+        SchemaMismatchError: the data does not fit the table's schema.
+        ConstraintViolationError: a row breaks a CHECK constraint, an invariant, a
+            generated column or the overwrite predicate.
+        AppendOnlyError: overwrite of a ``delta.appendOnly`` table.
+        CommitConflictError: a concurrent commit conflicts (a subclass names the kind).
+
+    Example:
+        >>> import pyarrow as pa, lakequery as lq
+        >>> r = lq.write("memory://write-fn-doc", pa.table({"x": [1, 2, 3]}))
+        >>> r.version, r.num_rows
+        (0, 3)
+        >>> lq.write("memory://write-fn-doc", pa.table({"x": [4]}), mode="append",
+        ...          app_id="job", app_version=7).version
+        1
+        >>> lq.write("memory://write-fn-doc", pa.table({"x": [4]}), mode="append",
+        ...          app_id="job", app_version=7).skipped
+        True
+    """
+    reader = to_reader(data)
+    plan = plan_write(
+        table,
+        reader.schema,
+        mode=mode,
+        partition_by=partition_by,
+        predicate=predicate,
+        schema_mode=schema_mode,
+        configuration=configuration,
+        target_file_size=target_file_size,
+        storage_options=storage_options,
+        app_id=app_id,
+        app_version=app_version,
+        name=name,
+        description=description,
+    )
+    if plan.skipped or plan.state is None:
+        return commit_write(plan, [])
+    adds = write_data_files(reader, plan.state)
+    try:
+        return commit_write(plan, adds)
+    except LakeQueryError:
+        log.info("commit failed; %d data files written for it are orphans", len(adds))
+        raise

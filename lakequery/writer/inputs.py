@@ -1,0 +1,74 @@
+"""Turning whatever a user hands to ``lq.write`` into one Arrow record batch stream.
+
+Example:
+    >>> import pyarrow as pa
+    >>> to_reader(pa.table({"a": [1, 2]})).read_all().num_rows
+    2
+    >>> to_reader([pa.record_batch({"a": [1]}), pa.record_batch({"a": [2]})]).schema.names
+    ['a']
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+
+def to_reader(data: Any) -> pa.RecordBatchReader:
+    """A RecordBatchReader over ``data``.
+
+    Accepts ``pa.Table``, ``pa.RecordBatch``, ``pa.RecordBatchReader``, a pandas or
+    Polars DataFrame, a Polars LazyFrame (collected), a DuckDB relation, any object with
+    ``__arrow_c_stream__``, and an iterable of record batches (its first batch gives the
+    schema).
+
+    Raises:
+        TypeError: something else.
+    """
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return data.to_reader()
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+    if module == "polars" and hasattr(data, "collect"):
+        data = data.collect()
+    if module == "duckdb" and hasattr(data, "fetch_record_batch"):
+        reader: pa.RecordBatchReader = data.fetch_record_batch()
+        return reader
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    if isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
+        return _from_batches(iter(data))
+    raise TypeError(
+        f"cannot write {type(data).__name__}: pass Arrow data, a pandas/Polars DataFrame, "
+        "a DuckDB relation or an iterable of pyarrow.RecordBatch"
+    )
+
+
+def _from_batches(batches: Iterator[Any]) -> pa.RecordBatchReader:
+    first = next(batches, None)
+    if first is None:
+        raise TypeError("cannot write an empty iterable: its schema is unknown")
+    if isinstance(first, pa.Table):
+        first_batches: list[pa.RecordBatch] = first.to_batches()
+        schema = first.schema
+    elif isinstance(first, pa.RecordBatch):
+        first_batches, schema = [first], first.schema
+    else:
+        raise TypeError(f"an iterable to write must hold pyarrow.RecordBatch, not {type(first)}")
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        for item in itertools.chain(first_batches, batches):
+            if isinstance(item, pa.Table):
+                yield from item.to_batches()
+            else:
+                yield item
+
+    return pa.RecordBatchReader.from_batches(schema, rest())
