@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
 from lakequery.history import CommitEntry, commit_timestamps, history_entries
 from lakequery.log_segment import TableState, list_log, load_state
@@ -115,6 +116,23 @@ class DeltaTable:
         return history_entries(
             self.storage, listing.commits, TableProperties(latest.metadata.configuration), limit
         )
+
+    def checkpoint(self) -> CheckpointInfo:
+        """Creates a checkpoint of the latest version now (and updates ``_last_checkpoint``).
+
+        Later snapshots start from it instead of replaying every commit. See
+        :func:`lakequery.checkpoint_writer.write_checkpoint` for what it contains.
+
+        Example:
+            >>> import tempfile, pathlib, lakequery as lq
+            >>> root = lq.demo.build_example_table(pathlib.Path(tempfile.mkdtemp()))
+            >>> dt = lq.DeltaTable(str(root))
+            >>> dt.checkpoint().version
+            2
+            >>> dt.snapshot().files().num_rows
+            4
+        """
+        return write_checkpoint(self.storage)
 
     def _latest_without_files(self) -> TableState:
         """The latest protocol and metadata, without replaying the live files."""

@@ -167,6 +167,27 @@ def replay_files(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
+def replay_adds(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    commit_keys: str,
+    commits: str,
+    checkpoint: str,
+) -> pa.Table:
+    """The live ``add`` actions of a segment as the log states them (for checkpoints).
+
+    Same winners as :func:`replay_files`, but each row keeps the whole ``add`` struct in
+    the canonical shape of :mod:`lakequery.protocol.actions` (``add.path`` exactly as
+    written in the log, not decoded). Columns: path (the canonical key), version, add.
+    """
+    _winners(con, commit_keys)
+    try:
+        sql = _live_sql(checkpoint, commits, "add", "key AS path, version, add")
+        return _stream_to_arrow(con, sql)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+
+
 def replay_tombstones(
     con: duckdb.DuckDBPyConnection,
     *,
