@@ -1,9 +1,11 @@
 """A small local demo table and the ``make demo`` walkthrough.
 
 ``example_table()`` builds (once) a partitioned Delta table of three versions under the
-system temp folder, with plain PyArrow and hand-written commits, so that examples in the
-docs run anywhere. ``python -m lakequery.demo`` shows SQL in DuckDB, a Polars LazyFrame
-and time travel on it.
+system temp folder, with plain PyArrow and hand-written commits at fixed times, so that
+examples in the docs (time travel by timestamp included) run anywhere.
+``python -m lakequery.demo`` shows SQL in DuckDB, a Polars LazyFrame and time travel on
+it, then writes a table of its own with ``lq.write`` (create, append, replace a
+partition) and reads it back with both engines.
 """
 
 from __future__ import annotations
@@ -166,6 +168,41 @@ def main() -> None:
         print(
             f"  v{entry.version} {entry.timestamp:%Y-%m-%d %H:%M} {entry.operation} {entry.parameters}"
         )
+    _write_demo()
+
+
+def _write_demo() -> None:
+    """Create, append to and partly overwrite a new table, then query it."""
+    import lakequery as lq
+
+    uri = str(Path(tempfile.mkdtemp(prefix="lakequery-demo-write-")) / "sales")
+    print(f"\n-- Writing {uri}")
+    day = pa.array([dt.date(2026, 11, 1), dt.date(2026, 11, 1), dt.date(2026, 11, 2)])
+    first = pa.table({"day": day, "store": ["a", "b", "a"], "units": [3, 5, 7]})
+    steps = [
+        ("create", lq.write(uri, first, partition_by=["day"])),
+        ("append", lq.write(uri, first.slice(2), mode="append")),
+        (
+            "replace 2026-11-02",
+            lq.write(
+                uri,
+                pa.table({"day": day.take([2]), "store": ["c"], "units": [1]}),
+                mode="overwrite",
+                predicate="day = DATE '2026-11-02'",
+            ),
+        ),
+    ]
+    for label, result in steps:
+        print(f"  {label}: version {result.version}, {result.num_rows} rows written")
+    snap = lq.DeltaTable(uri).snapshot()
+    print(
+        lq.sql("SELECT day, sum(units) AS units FROM sales GROUP BY day ORDER BY day", sales=snap)
+    )
+    import polars as pl
+
+    print(
+        snap.scan().to_polars().group_by("store").agg(pl.col("units").sum()).sort("store").collect()
+    )
 
 
 if __name__ == "__main__":
