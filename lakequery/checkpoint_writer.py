@@ -552,7 +552,7 @@ def _write_atomically(
                 fh.flush()
                 os.fsync(fh.fileno())
             size = os.path.getsize(native)
-            storage.fs.mv(tmp, final)
+            os.replace(native, final.removeprefix("file://"))  # atomic; never into a dir
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(native)
