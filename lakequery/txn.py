@@ -54,9 +54,8 @@ from lakequery.protocol.conflicts import (
     WinningCommit,
     check_winner,
 )
-from lakequery.protocol.features import Protocol, check_writable
+from lakequery.protocol.features import Protocol, check_table_writable
 from lakequery.protocol.properties import TableProperties, parse_bool
-from lakequery.protocol.schema import iter_fields
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
@@ -302,13 +301,7 @@ class Transaction:
     # -- validation -------------------------------------------------------------------------------
     def _validate(self) -> None:
         proto, meta = self.protocol, self.metadata
-        fields = [f for _, f in iter_fields(meta.schema)]
-        check_writable(
-            proto,
-            field_metadata=[f.metadata for f in fields],
-            type_names={getattr(f.type, "name", "") for f in fields},
-            configuration=meta.configuration,
-        )
+        check_table_writable(proto, meta.schema, meta.configuration)
         props = TableProperties(meta.configuration)
         if props.append_only and any(r.get("dataChange", True) for r in self._staged.removes):
             raise AppendOnlyError(self.storage.root, self.operation)
@@ -486,13 +479,7 @@ class Transaction:
     def _check_winner_protocol(self, action: Mapping[str, Any]) -> None:
         proto = Protocol.from_action(action)
         meta = self.metadata
-        fields = [f for _, f in iter_fields(meta.schema)]
-        check_writable(
-            proto,
-            field_metadata=[f.metadata for f in fields],
-            type_names={getattr(f.type, "name", "") for f in fields},
-            configuration=meta.configuration,
-        )
+        check_table_writable(proto, meta.schema, meta.configuration)
         if self._new_protocol is None:
             self._protocol = proto
 

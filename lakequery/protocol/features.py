@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakequery.errors import ProtocolError, UnsupportedFeatureError
+from lakequery.protocol.schema import PrimitiveType, StructType, iter_fields
 
 
 @dataclass(frozen=True)
@@ -315,3 +316,24 @@ def protocol_for(features: set[str]) -> Protocol:
     if "columnMapping" in features:
         return Protocol(2, 7, None, writer_features)
     return Protocol(1, 7, None, writer_features)
+
+
+def _schema_usage(schema: StructType) -> tuple[list[Mapping[str, Any]], set[str]]:
+    """The metadata maps and primitive type names of every (nested) field."""
+    fields = [f for _, f in iter_fields(schema)]
+    names = {f.type.name for f in fields if isinstance(f.type, PrimitiveType)}
+    return [f.metadata for f in fields], names
+
+
+def check_table_writable(
+    protocol: Protocol, schema: StructType, configuration: Mapping[str, str]
+) -> None:
+    """:func:`check_writable` for a table with this schema and configuration."""
+    metadata, names = _schema_usage(schema)
+    check_writable(protocol, field_metadata=metadata, type_names=names, configuration=configuration)
+
+
+def table_features_in_use(schema: StructType, configuration: Mapping[str, str]) -> set[str]:
+    """:func:`features_in_use` for a table with this schema and configuration."""
+    metadata, names = _schema_usage(schema)
+    return features_in_use(configuration, field_metadata=metadata, type_names=names)

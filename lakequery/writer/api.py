@@ -45,12 +45,11 @@ from lakequery.errors import (
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
-from lakequery.protocol.features import Protocol, features_in_use, protocol_for
+from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
 from lakequery.protocol.schema import (
     PrimitiveType,
     StructType,
     from_arrow_schema,
-    iter_fields,
     schema_to_json,
 )
 from lakequery.snapshot import Snapshot
@@ -167,15 +166,6 @@ def _split_configuration(
         target = pseudo if key.startswith(_PSEUDO_PREFIXES) else stored
         target[str(key)] = str(value)
     return stored, pseudo
-
-
-def _features_of(schema: StructType, configuration: Mapping[str, str]) -> set[str]:
-    fields = [f for _, f in iter_fields(schema)]
-    return features_in_use(
-        configuration,
-        field_metadata=[f.metadata for f in fields],
-        type_names={f.type.name for f in fields if isinstance(f.type, PrimitiveType)},
-    )
 
 
 def _check_partition_columns(schema: StructType, partition_by: Sequence[str]) -> tuple[str, ...]:
@@ -323,7 +313,7 @@ def plan_write(
             name=name if name is not None else meta.name,
             description=description if description is not None else meta.description,
         )
-        needed = _features_of(new_schema, {**config, **pseudo})
+        needed = table_features_in_use(new_schema, {**config, **pseudo})
         plan.protocol = _upgraded(snapshot.protocol, needed)
     plan.state = WriteState.for_table(
         storage.root,
@@ -349,7 +339,7 @@ def _plan_create(
     plan.metadata = _new_table_metadata(
         delta_schema, parts, stored, name=name, description=description
     )
-    plan.protocol = protocol_for(_features_of(plan.metadata.schema, {**stored, **pseudo}))
+    plan.protocol = protocol_for(table_features_in_use(plan.metadata.schema, {**stored, **pseudo}))
     plan.partition_by = parts
     plan.state = WriteState.for_table(
         plan.storage.root,
@@ -381,7 +371,7 @@ def _plan_replace(
     config = {**old.configuration, **stored}
     fresh = _new_table_metadata(delta_schema, parts, config, name=name, description=description)
     plan.metadata = replace(fresh, id=old.id, created_time=old.created_time)
-    needed = _features_of(plan.metadata.schema, {**config, **pseudo})
+    needed = table_features_in_use(plan.metadata.schema, {**config, **pseudo})
     plan.protocol = _upgraded(plan.snapshot.protocol, needed)
     plan.partition_by = parts
     plan.state = WriteState.for_table(
@@ -443,13 +433,23 @@ def _removes_for_overwrite(
     import duckdb
 
     con = duckdb.connect()
-    rel = scan.restricted_to(candidates).to_duckdb(con).filter(keep_sql)
-    reader = rel.fetch_record_batch()
+    # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
+    # the rows that must be kept.
+    whole = snapshot.scan().restricted_to(candidates)
+    reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql))
     assert plan.state is not None
     keep_state = replace(plan.state, extra_constraints=())
     kept = write_data_files(reader, keep_state)
     con.close()
     return _removes(snapshot, candidates, now), kept
+
+
+def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
+    """A record batch stream over a DuckDB relation (``to_arrow_reader`` on DuckDB >= 1.4,
+    ``fetch_record_batch`` before)."""
+    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    reader: pa.RecordBatchReader = method()
+    return reader
 
 
 def _only_partition_columns(predicate: str, snapshot: Snapshot) -> bool:
