@@ -231,6 +231,17 @@ def check_writable(
             continue
         detail = f"the table uses it ({_INACTIVE_OK[name]})" if name in _INACTIVE_OK else ""
         raise UnsupportedFeatureError(name, operation="write", detail=detail)
+    if not FEATURES["identityColumns"].write and _active(
+        "identityColumns", field_metadata, set(type_names), config
+    ):
+        # Identity metadata binds writers even when the protocol omits the feature (tables
+        # written by old reference-impl. versions): values written here would not be
+        # generated, so refuse rather than write nulls or duplicates.
+        raise UnsupportedFeatureError(
+            "identityColumns",
+            operation="write",
+            detail="a column has delta.identity.* metadata (identity values are not generated)",
+        )
 
 
 #: Table features lakequery may add to a new table, with the property that turns each on.

@@ -72,6 +72,8 @@ _MODE_NAMES = {
 }
 #: Creation-time pseudo-properties: they shape the protocol and are not stored.
 _PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
+_ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
+_ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,29 @@ def _check_partition_columns(schema: StructType, partition_by: Sequence[str]) ->
     return tuple(out)
 
 
+def _with_row_tracking_columns(config: dict[str, str]) -> dict[str, str]:
+    """Enabled row tracking needs the names of its materialized columns (digest §14)."""
+    if (config.get("delta.enableRowTracking") or "").strip().lower() == "true":
+        config.setdefault(_ROW_ID_COLUMN_KEY, f"_row-id-col-{uuid.uuid4()}")
+        config.setdefault(_ROW_COMMIT_VERSION_COLUMN_KEY, f"_row-commit-version-col-{uuid.uuid4()}")
+    return config
+
+
+def _check_row_tracking_enablement(snapshot: Snapshot, config: dict[str, str]) -> None:
+    """Row tracking may only be enabled when every live file already has row ids."""
+
+    def on(c: Mapping[str, str]) -> bool:
+        return (c.get("delta.enableRowTracking") or "").strip().lower() == "true"
+
+    if on(config) and not on(snapshot.metadata.configuration):
+        ids = snapshot.files().column("base_row_id")
+        if ids.null_count:
+            raise SchemaError(
+                "delta.enableRowTracking=true needs baseRowId on every live file; "
+                f"{ids.null_count} file(s) lack it and lakequery does not backfill row ids"
+            )
+
+
 def _new_table_metadata(
     schema: StructType,
     partition_by: tuple[str, ...],
@@ -192,7 +217,7 @@ def _new_table_metadata(
     name: str | None = None,
     description: str | None = None,
 ) -> Metadata:
-    config = dict(configuration)
+    config = _with_row_tracking_columns(dict(configuration))
     mode = (config.get("delta.columnMapping.mode") or "none").lower()
     if mode != "none":
         schema, max_id = assign_column_mapping(schema, 0)
@@ -298,6 +323,8 @@ def plan_write(
         )
     result = reconcile(meta.schema, schema, merge=schema_mode == "merge")
     config = {**meta.configuration, **stored}
+    _check_row_tracking_enablement(snapshot, config)
+    config = _with_row_tracking_columns(config)
     new_schema = result.schema
     if result.changed and snapshot.column_mapping_mode != "none":
         max_id = int(config.get("delta.columnMapping.maxColumnId") or 0)

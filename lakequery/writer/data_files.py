@@ -283,15 +283,22 @@ class _Writer:
             _check_nulls(batch.column(f.name), f.type, f.nullable, 0, f.name)
         limit = self.state.max_rows_per_row_group
         for key, group in split_by_partition(batch, self.state.partition_columns, self.part_types):
-            data = group.select(self.data_columns)
-            buf = self.buffers.setdefault(key, _Buffer())
-            size = data.nbytes
-            buf.batches.append(data)
-            buf.rows += data.num_rows
-            buf.nbytes += size
-            self.buffered += size
-            if buf.rows >= limit or buf.nbytes >= self.flush_bytes:
-                self._flush(key)
+            whole = group.select(self.data_columns)
+            # A batch larger than a flush is cut into flush-sized slices, so that files
+            # roll over near target_file_size even when the input is one huge batch.
+            step = whole.num_rows
+            if whole.nbytes > self.flush_bytes and whole.num_rows > 1:
+                step = max(1, whole.num_rows * self.flush_bytes // whole.nbytes)
+            for start in range(0, whole.num_rows, step):
+                data = whole.slice(start, step)
+                buf = self.buffers.setdefault(key, _Buffer())
+                size = data.nbytes
+                buf.batches.append(data)
+                buf.rows += data.num_rows
+                buf.nbytes += size
+                self.buffered += size
+                if buf.rows >= limit or buf.nbytes >= self.flush_bytes:
+                    self._flush(key)
         if self.buffered >= MAX_BUFFERED_BYTES:
             for key in list(self.buffers):
                 self._flush(key)

@@ -40,7 +40,9 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
     if module == "polars" and hasattr(data, "collect"):
         data = data.collect()
     if module == "duckdb" and hasattr(data, "fetch_record_batch"):
-        reader: pa.RecordBatchReader = data.fetch_record_batch()
+        # ``to_arrow_reader`` replaces the deprecated ``fetch_record_batch`` (DuckDB 1.4+).
+        method = getattr(data, "to_arrow_reader", None) or data.fetch_record_batch
+        reader: pa.RecordBatchReader = method()
         return reader
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)

@@ -83,3 +83,87 @@ def metadata_for(state: WriteState) -> dict[str, Any]:
 
 def roundtrip_schema(schema: pa.Schema) -> str:
     return schema_to_json(from_arrow_schema(schema))
+
+
+# --------------------------------------------------------------------------------------------
+# end-to-end helpers: reading a table back with lakequery and with deltalake
+# --------------------------------------------------------------------------------------------
+
+
+def normalize(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> list[Any]:
+    """Rows as sortable, comparable tuples of ``(column, value)`` (NaN made comparable).
+
+    Order-insensitive: the result is sorted. ``columns`` restricts (and orders) the
+    columns compared; by default each row's own keys, sorted.
+    """
+    import math
+
+    out = []
+    for row in rows:
+        names = columns if columns is not None else sorted(row)
+        items = []
+        for name in names:
+            value = row.get(name)
+            if isinstance(value, float) and math.isnan(value):
+                value = "<NaN>"
+            items.append((name, value))
+        out.append(tuple(items))
+    return sorted(out, key=repr)
+
+
+def lq_rows(uri: str, version: int | None = None) -> list[dict[str, Any]]:
+    """The rows lakequery reads at ``version`` (latest by default)."""
+    import lakequery
+
+    snap = lakequery.DeltaTable(uri).snapshot(version=version)
+    rows: list[dict[str, Any]] = snap.scan().to_arrow().to_pylist()
+    return rows
+
+
+def dl_table(uri: str, version: int | None = None) -> pa.Table:
+    """The table the ``deltalake`` package reads at ``version``.
+
+    ``to_pyarrow_table`` refuses reader features it does not know (deletion vectors)
+    and ignores column mapping; the DataFusion-based ``QueryBuilder`` handles both, so
+    it is used for tables with reader features or column mapping.
+    """
+    import deltalake
+
+    dt = deltalake.DeltaTable(uri, version=version)
+    proto = dt.protocol()
+    mapping = dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+    if proto.min_reader_version >= 2 or mapping:
+        query = deltalake.QueryBuilder().register("t", dt)
+        return pa.table(query.execute("SELECT * FROM t"))
+    return dt.to_pyarrow_table()
+
+
+def dl_rows(uri: str, version: int | None = None) -> list[dict[str, Any]]:
+    """The rows ``deltalake`` reads at ``version`` (latest by default)."""
+    rows: list[dict[str, Any]] = dl_table(uri, version).to_pylist()
+    return rows
+
+
+def commit_actions(uri: str, version: int) -> list[dict[str, Any]]:
+    """The actions of one commit file, in file order."""
+    from pathlib import Path
+
+    path = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def copy_conformance_table(name: str, dest: Any) -> str:
+    """Copies a table of the shared conformance set to ``dest/name``; returns the path."""
+    import shutil
+    from pathlib import Path
+
+    from tablekit import conformance_table
+
+    source = conformance_table(name)
+    if not source.exists():
+        import pytest
+
+        pytest.skip(f"conformance table {name} not available at {source}")
+    target = Path(dest) / name
+    shutil.copytree(source, target)
+    return str(target)

@@ -1,0 +1,515 @@
+"""``lq.write`` API behaviour end to end: modes, schema enforcement and evolution,
+idempotent writes, append-only tables, constraints, commitInfo, protocols of new tables,
+input kinds, file sizing and checkpoints. Every table is read back by lakequery and, where
+it can, by the ``deltalake`` package."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import deltalake
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from writekit import commit_actions, dl_rows, dl_table, lq_rows, normalize
+
+import lakequery
+from lakequery.errors import (
+    AppendOnlyError,
+    ConstraintViolationError,
+    SchemaError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
+from lakequery.protocol.features import Protocol
+from lakequery.txn import Transaction
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    return str(tmp_path / "table")
+
+
+def _versions(uri: str) -> list[str]:
+    return sorted(n for n in os.listdir(Path(uri) / "_delta_log") if n.endswith(".json"))
+
+
+def _ids(rows: list[dict[str, Any]]) -> list[Any]:
+    return sorted(r["id"] for r in rows)
+
+
+def _both_read(uri: str) -> list[Any]:
+    """The rows, asserting that lakequery and deltalake read the same."""
+    ours = normalize(lq_rows(uri))
+    assert normalize(dl_rows(uri)) == ours
+    return ours
+
+
+# -- modes -----------------------------------------------------------------------------------
+
+
+def test_modes(uri: str) -> None:
+    first = lakequery.write(uri, pa.table({"id": [1, 2]}))
+    assert (first.version, first.mode, first.num_rows, first.skipped) == (0, "error", 2, False)
+    with pytest.raises(TableAlreadyExistsError):
+        lakequery.write(uri, pa.table({"id": [3]}))
+    with pytest.raises(TableAlreadyExistsError):
+        lakequery.write(uri, pa.table({"id": [3]}), mode="error")
+    ignored = lakequery.write(uri, pa.table({"id": [3]}), mode="ignore")
+    assert ignored.skipped and ignored.version == 0 and ignored.num_files == 0
+    assert "ignore" in ignored.message
+    assert _versions(uri) == [f"{0:020d}.json"]
+    assert lakequery.write(uri, pa.table({"id": [3]}), mode="append").version == 1
+    assert _ids(lq_rows(uri)) == [1, 2, 3]
+    over = lakequery.write(uri, pa.table({"id": [9]}), mode="overwrite")
+    assert (over.version, over.num_removed_files) == (2, 2)
+    assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [9]
+    # "ignore" and "overwrite" on a missing table create it
+    other = str(Path(uri).parent / "other")
+    assert not lakequery.write(other, pa.table({"id": [1]}), mode="ignore").skipped
+    third = str(Path(uri).parent / "third")
+    assert lakequery.write(third, pa.table({"id": [1]}), mode="overwrite").version == 0
+    assert _ids(lq_rows(other)) == _ids(lq_rows(third)) == [1]
+    with pytest.raises(ValueError, match="mode"):
+        lakequery.write(uri, pa.table({"id": [1]}), mode="upsert")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="predicate"):
+        lakequery.write(uri, pa.table({"id": [1]}), mode="append", predicate="id = 1")
+
+
+# -- schema enforcement ------------------------------------------------------------------------
+
+
+def test_schema_mismatch_names_column_and_types(uri: str) -> None:
+    fields: list[pa.Field[Any]] = [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+    ]
+    schema = pa.schema(fields)
+    lakequery.write(uri, pa.table({"id": [1], "name": ["a"]}, schema=schema))
+    with pytest.raises(SchemaMismatchError) as wrong:
+        lakequery.write(uri, pa.table({"id": [2], "name": [1.5]}), mode="append")
+    assert wrong.value.column == "name"
+    assert "string" in str(wrong.value) and "double" in str(wrong.value)
+    assert "'name'" in str(wrong.value)
+    with pytest.raises(SchemaMismatchError) as unknown:
+        lakequery.write(uri, pa.table({"id": [2], "color": ["red"]}), mode="append")
+    assert unknown.value.column == "color" and "merge" in str(unknown.value)
+    with pytest.raises(SchemaMismatchError) as missing:
+        lakequery.write(uri, pa.table({"name": ["b"]}), mode="append")
+    assert missing.value.column == "id" and "long" in str(missing.value)
+    assert "NOT NULL" in str(missing.value)
+    with pytest.raises(SchemaMismatchError) as nulls:
+        lakequery.write(uri, pa.table({"id": pa.array([None], pa.int64())}), mode="append")
+    assert nulls.value.column == "id"
+    # nothing was committed by the refused writes; a narrower int still fits a long column
+    assert len(_versions(uri)) == 1
+    fits = pa.table({"id": pa.array([5], pa.int32()), "name": ["c"]})
+    assert lakequery.write(uri, fits, mode="append").version == 1
+    assert _both_read(uri) == normalize([{"id": 1, "name": "a"}, {"id": 5, "name": "c"}])
+    with pytest.raises(SchemaError, match="partition"):
+        lakequery.write(uri, fits, mode="append", partition_by=["name"])
+
+
+def test_merge_adds_nullable_columns(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1]}), partition_by=None)
+    fields: list[pa.Field[Any]] = [
+        pa.field("id", pa.int64()),
+        pa.field("note", pa.string(), nullable=False),
+    ]
+    strict = pa.schema(fields)
+    r = lakequery.write(
+        uri, pa.table({"id": [2], "note": ["n"]}, schema=strict), mode="append", schema_mode="merge"
+    )
+    assert r.version == 1
+    meta = json.loads(lakequery.DeltaTable(uri).snapshot().metadata.schema_string)
+    assert [(f["name"], f["type"], f["nullable"]) for f in meta["fields"]] == [
+        ("id", "long", True),
+        ("note", "string", True),
+    ]
+    # the old row reads the new column as null, in both readers; old versions keep the
+    # old schema
+    assert _both_read(uri) == normalize([{"id": 1, "note": None}, {"id": 2, "note": "n"}])
+    assert lq_rows(uri, 0) == [{"id": 1}]
+    assert dl_rows(uri, 0) == [{"id": 1}]
+    # a later append may omit the (nullable) new column
+    lakequery.write(uri, pa.table({"id": [3]}), mode="append")
+    assert {r["id"]: r["note"] for r in lq_rows(uri)} == {1: None, 2: "n", 3: None}
+
+
+def test_merge_widens_int_to_long(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", "b"]}))
+    big = pa.table({"id": pa.array([2**40], pa.int64()), "s": ["c"]})
+    with pytest.raises(SchemaMismatchError) as err:
+        lakequery.write(uri, big, mode="append")
+    assert "integer" in str(err.value) and "long" in str(err.value)
+    lakequery.write(uri, big, mode="append", schema_mode="merge")
+    snap = lakequery.DeltaTable(uri).snapshot()
+    field = json.loads(snap.metadata.schema_string)["fields"][0]
+    assert field["type"] == "long"
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert snap.metadata.configuration.get("delta.enableTypeWidening") == "true"
+    assert snap.protocol.supports("typeWidening")
+    assert snap.schema.field("id").type == pa.int64()
+    expected = normalize([{"id": 1, "s": "a"}, {"id": 2, "s": "b"}, {"id": 2**40, "s": "c"}])
+    assert normalize(lq_rows(uri)) == expected
+    try:
+        theirs = dl_rows(uri)
+    except Exception as exc:  # deltalake 1.6 implements no typeWidening reader support
+        assert "typeWidening" in str(exc) or "TypeWidening" in str(exc)
+    else:
+        assert normalize(theirs) == expected
+    # deltalake still reads the version before the widening
+    assert normalize(dl_rows(uri, 0)) == normalize([{"id": 1, "s": "a"}, {"id": 2, "s": "b"}])
+
+
+def test_schema_mode_overwrite_replaces_schema_and_partitioning(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    table_id = lakequery.DeltaTable(uri).snapshot().metadata.id
+    with pytest.raises(ValueError, match="overwrite"):
+        lakequery.write(uri, pa.table({"x": [1.0]}), mode="append", schema_mode="overwrite")
+    new = pa.table({"x": [1.5, 2.5], "day": ["mon", "tue"], "n": [1, 2]})
+    r = lakequery.write(uri, new, mode="overwrite", schema_mode="overwrite", partition_by=["day"])
+    assert r.num_removed_files == 2
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert snap.metadata.id == table_id
+    assert snap.partition_columns == ["day"]
+    assert sorted(snap.schema.names) == ["day", "n", "x"]
+    assert _both_read(uri) == normalize(new.to_pylist())
+    assert normalize(dl_rows(uri, 0)) == normalize([{"id": 1, "p": "a"}, {"id": 2, "p": "b"}])
+
+
+# -- idempotent writes -------------------------------------------------------------------------
+
+
+def test_app_id_makes_writes_idempotent(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [0]}))
+    first = lakequery.write(
+        uri, pa.table({"id": [1]}), mode="append", app_id="ingest", app_version=1
+    )
+    assert not first.skipped and first.version == 1
+    again = lakequery.write(
+        uri, pa.table({"id": [1]}), mode="append", app_id="ingest", app_version=1
+    )
+    assert again.skipped and again.version == 1
+    assert "ingest" in again.message and "1" in again.message
+    older = lakequery.write(
+        uri, pa.table({"id": [1]}), mode="append", app_id="ingest", app_version=0
+    )
+    assert older.skipped
+    other = lakequery.write(
+        uri, pa.table({"id": [2]}), mode="append", app_id="other", app_version=1
+    )
+    newer = lakequery.write(
+        uri, pa.table({"id": [3]}), mode="append", app_id="ingest", app_version=5
+    )
+    assert (other.version, newer.version) == (2, 3)
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert snap.txns == {"ingest": 5, "other": 1}
+    assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [0, 1, 2, 3]
+    assert len(_versions(uri)) == 4
+    txn = [a["txn"] for a in commit_actions(uri, 3) if "txn" in a]
+    assert [(t["appId"], t["version"]) for t in txn] == [("ingest", 5)]
+    assert deltalake.DeltaTable(uri).transaction_version("ingest") == 5
+    with pytest.raises(ValueError, match="together"):
+        lakequery.write(uri, pa.table({"id": [4]}), mode="append", app_id="x")
+
+
+# -- append-only, constraints, predicates ------------------------------------------------------
+
+
+def test_append_only_refuses_overwrite(uri: str) -> None:
+    lakequery.write(
+        uri, pa.table({"id": [1], "p": ["a"]}), configuration={"delta.appendOnly": "true"}
+    )
+    assert lakequery.DeltaTable(uri).snapshot().protocol.supports("appendOnly")
+    with pytest.raises(AppendOnlyError):
+        lakequery.write(uri, pa.table({"id": [2], "p": ["a"]}), mode="overwrite")
+    with pytest.raises(AppendOnlyError):
+        lakequery.write(
+            uri, pa.table({"id": [2], "p": ["a"]}), mode="overwrite", predicate="p = 'a'"
+        )
+    assert lakequery.write(uri, pa.table({"id": [3], "p": ["b"]}), mode="append").version == 1
+    assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [1, 3]
+    assert len(_versions(uri)) == 2
+
+
+def test_check_constraints_enforced(uri: str) -> None:
+    config = {
+        "delta.constraints.positive": "id > 0",
+        "delta.constraints.short_name": "length(name) < 4",
+    }
+    lakequery.write(uri, pa.table({"id": [1], "name": ["a"]}), configuration=config)
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (1, 3)
+    with pytest.raises(ConstraintViolationError) as err:
+        lakequery.write(uri, pa.table({"id": [5, -1], "name": ["b", "c"]}), mode="append")
+    assert err.value.constraint == "positive" and "-1" in str(err.value)
+    with pytest.raises(ConstraintViolationError) as err:
+        lakequery.write(uri, pa.table({"id": [5], "name": ["long"]}), mode="append")
+    assert err.value.constraint == "short_name"
+    with pytest.raises(ConstraintViolationError):  # violating rows are refused on create too
+        lakequery.write(str(Path(uri).parent / "t2"), pa.table({"id": [0]}), configuration=config)
+    assert lakequery.write(uri, pa.table({"id": [7], "name": ["ok"]}), mode="append").version == 1
+    assert _both_read(uri) == normalize([{"id": 1, "name": "a"}, {"id": 7, "name": "ok"}])
+
+
+def _set_schema(uri: str, protocol: Protocol, **metadata_by_column: dict[str, Any]) -> None:
+    """Commits column metadata (invariants, generation expressions) to a table."""
+    dt = lakequery.DeltaTable(uri)
+    snap = dt.snapshot()
+    doc = json.loads(snap.metadata.schema_string)
+    for f in doc["fields"]:
+        f["metadata"].update(metadata_by_column.get(f["name"], {}))
+    txn = Transaction(dt.storage, snap, operation="CHANGE COLUMN")
+    txn.set_metadata(dataclasses.replace(snap.metadata, schema_string=json.dumps(doc)))
+    txn.set_protocol(protocol)
+    txn.commit()
+
+
+def test_invariants_enforced(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1], "x": [10]}))
+    invariant = json.dumps({"expression": {"expression": "x < 100"}})
+    _set_schema(uri, Protocol(1, 2), x={"delta.invariants": invariant})
+    with pytest.raises(ConstraintViolationError) as err:
+        lakequery.write(uri, pa.table({"id": [2], "x": [100]}), mode="append")
+    assert "x < 100" in str(err.value)
+    with pytest.raises(ConstraintViolationError):  # NULL fails an invariant too
+        lakequery.write(
+            uri, pa.table({"id": [2], "x": pa.array([None], pa.int64())}), mode="append"
+        )
+    lakequery.write(uri, pa.table({"id": [3], "x": [99]}), mode="append")
+    assert _both_read(uri) == normalize([{"id": 1, "x": 10}, {"id": 3, "x": 99}])
+
+
+def test_generated_columns_computed_and_checked(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1], "twice": [2]}))
+    _set_schema(uri, Protocol(1, 4), twice={"delta.generationExpression": "id * 2"})
+    lakequery.write(uri, pa.table({"id": [5]}), mode="append")  # computed
+    lakequery.write(uri, pa.table({"id": [6], "twice": [12]}), mode="append")  # checked: ok
+    with pytest.raises(ConstraintViolationError):
+        lakequery.write(uri, pa.table({"id": [7], "twice": [13]}), mode="append")
+    assert _both_read(uri) == normalize(
+        [{"id": 1, "twice": 2}, {"id": 5, "twice": 10}, {"id": 6, "twice": 12}]
+    )
+
+
+def test_predicate_overwrite_refuses_rows_outside(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"]}), partition_by=["p"])
+    with pytest.raises(ConstraintViolationError) as err:
+        lakequery.write(
+            uri, pa.table({"id": [4, 5], "p": ["a", "b"]}), mode="overwrite", predicate="p = 'a'"
+        )
+    assert "p = 'a'" in str(err.value)
+    with pytest.raises(ConstraintViolationError):  # a data-column predicate too
+        lakequery.write(
+            uri, pa.table({"id": [0], "p": ["a"]}), mode="overwrite", predicate="id > 1"
+        )
+    assert len(_versions(uri)) == 1
+    r = lakequery.write(
+        uri, pa.table({"id": [4], "p": ["a"]}), mode="overwrite", predicate="p = 'a'"
+    )
+    assert r.num_removed_files == 1
+    assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [2, 4]
+    # a data predicate keeps the non-matching rows of the files it rewrites
+    r = lakequery.write(
+        uri, pa.table({"id": [10], "p": ["b"]}), mode="overwrite", predicate="id >= 3"
+    )
+    assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [2, 10]
+
+
+# -- commitInfo and protocols ------------------------------------------------------------------
+
+
+def test_commit_info_fields(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    lakequery.write(uri, pa.table({"id": [3], "p": ["a"]}), mode="append")
+    lakequery.write(uri, pa.table({"id": [4], "p": ["a"]}), mode="overwrite", predicate="p = 'a'")
+    history = lakequery.DeltaTable(uri).history()
+    assert [e.version for e in history] == [2, 1, 0]
+    create, append, overwrite = reversed(history)
+    assert create.operation == "CREATE TABLE"
+    assert append.operation == overwrite.operation == "WRITE"
+    assert append.parameters["mode"] == "Append"
+    assert overwrite.parameters["mode"] == "Overwrite"
+    assert overwrite.parameters["predicate"] == "p = 'a'"
+    assert int(append.metrics["numFiles"]) == 1 and int(append.metrics["numOutputRows"]) == 1
+    assert int(overwrite.metrics["numRemovedFiles"]) == 2
+    assert create.timestamp <= append.timestamp <= overwrite.timestamp
+    info = commit_actions(uri, 1)[0]["commitInfo"]  # commitInfo is the first line
+    assert info["engineInfo"].startswith("lakequery/")
+    assert info["isBlindAppend"] is True and info["readVersion"] == 0
+    assert info["isolationLevel"] == "WriteSerializable"
+    assert isinstance(info["timestamp"], int) and info["timestamp"] > 1_600_000_000_000
+    assert json.loads(info["operationParameters"]["partitionBy"]) == ["p"]
+    assert all(isinstance(v, str) for v in info["operationMetrics"].values())
+    txn_ids = {commit_actions(uri, v)[0]["commitInfo"]["txnId"] for v in range(3)}
+    assert len(txn_ids) == 3
+    over_info = commit_actions(uri, 2)[0]["commitInfo"]
+    assert over_info["isBlindAppend"] is False and over_info["readVersion"] == 1
+    assert "readVersion" not in commit_actions(uri, 0)[0]["commitInfo"]
+    # deltalake sees the same history
+    theirs = deltalake.DeltaTable(uri).history()
+    assert [h["operation"] for h in theirs] == ["WRITE", "WRITE", "CREATE TABLE"]
+
+
+@pytest.mark.parametrize(
+    ("configuration", "expected"),
+    [
+        ({}, (1, 1, None, None)),
+        ({"delta.appendOnly": "true"}, (1, 2, None, None)),
+        ({"delta.constraints.c": "id > 0"}, (1, 3, None, None)),
+        ({"delta.columnMapping.mode": "name"}, (2, 5, None, None)),
+        (
+            {"delta.enableDeletionVectors": "true"},
+            (3, 7, ("deletionVectors",), ("deletionVectors",)),
+        ),
+        ({"delta.enableRowTracking": "true"}, (1, 7, None, ("domainMetadata", "rowTracking"))),
+        ({"delta.enableInCommitTimestamps": "true"}, (1, 7, None, ("inCommitTimestamp",))),
+    ],
+)
+def test_new_tables_get_the_minimal_protocol(
+    uri: str, configuration: dict[str, str], expected: tuple[Any, ...]
+) -> None:
+    data = pa.table({"id": [1, 2], "name": ["a", "b"]})
+    lakequery.write(uri, data, configuration=configuration)
+    proto = lakequery.DeltaTable(uri).snapshot().protocol
+    rf = tuple(sorted(proto.reader_features)) if proto.reader_features is not None else None
+    wf = tuple(sorted(proto.writer_features)) if proto.writer_features is not None else None
+    assert (proto.min_reader_version, proto.min_writer_version, rf, wf) == expected
+    action = next(a["protocol"] for a in commit_actions(uri, 0) if "protocol" in a)
+    assert action["minReaderVersion"] == expected[0]
+    assert ("readerFeatures" in action) == (expected[2] is not None)
+    assert ("writerFeatures" in action) == (expected[3] is not None)
+    # deltalake accepts the protocol and reads the same rows
+    theirs = deltalake.DeltaTable(uri).protocol()
+    assert (theirs.min_reader_version, theirs.min_writer_version) == expected[:2]
+    assert normalize(dl_rows(uri)) == normalize(lq_rows(uri)) == normalize(data.to_pylist())
+    stored = lakequery.DeltaTable(uri).snapshot().metadata.configuration
+    assert {k: v for k, v in stored.items() if k in configuration} == configuration
+
+
+def test_feature_pseudo_properties_are_not_stored(uri: str) -> None:
+    lakequery.write(
+        uri,
+        pa.table({"id": [1]}),
+        configuration={"delta.feature.domainMetadata": "supported", "owner": "me"},
+    )
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert snap.protocol == Protocol(1, 7, None, ("domainMetadata",))
+    assert snap.metadata.configuration == {"owner": "me"}
+
+
+# -- inputs, file sizes, checkpoints -----------------------------------------------------------
+
+
+def _inputs() -> list[tuple[str, Any]]:
+    def batches() -> Any:
+        yield pa.record_batch({"id": [40], "s": ["iter-a"]})
+        yield pa.record_batch({"id": [41], "s": ["iter-b"]})
+
+    return [
+        ("table", pa.table({"id": [10], "s": ["table"]})),
+        ("batch", pa.record_batch({"id": [11], "s": ["batch"]})),
+        ("reader", pa.table({"id": [12, 13], "s": ["r", "r"]}).to_reader(max_chunksize=1)),
+        ("iterable", batches()),
+        ("list", [pa.record_batch({"id": [50], "s": ["list"]})]),
+        ("pandas", pd.DataFrame({"id": [20, 21], "s": ["pd", None]})),
+        ("polars", pl.DataFrame({"id": [30], "s": ["pl"]})),
+        ("lazy", pl.DataFrame({"id": [31], "s": ["lazy"]}).lazy().with_columns(pl.col("id") + 1)),
+        ("duckdb", duckdb.sql("SELECT 60::BIGINT AS id, 'duck' AS s")),
+    ]
+
+
+def test_every_input_kind(uri: str) -> None:
+    lakequery.write(uri, pa.table({"id": pa.array([], pa.int64()), "s": pa.array([], pa.string())}))
+    expected: list[dict[str, Any]] = []
+    for kind, data in _inputs():
+        before = len(expected)
+        if kind == "lazy":
+            expected.append({"id": 32, "s": "lazy"})
+        elif kind == "duckdb":
+            expected.append({"id": 60, "s": "duck"})
+        elif kind == "iterable":
+            expected += [{"id": 40, "s": "iter-a"}, {"id": 41, "s": "iter-b"}]
+        elif kind == "pandas":
+            expected += data.to_dict("records")
+            expected[-1]["s"] = None
+        elif kind == "reader":
+            expected += [{"id": 12, "s": "r"}, {"id": 13, "s": "r"}]
+        elif kind in ("batch", "list"):
+            rows = data.to_pylist() if kind == "batch" else data[0].to_pylist()
+            expected += rows
+        else:
+            expected += data.to_pylist() if kind == "table" else data.to_dicts()
+        result = lakequery.write(uri, data, mode="append")
+        assert result.num_rows == len(expected) - before, kind
+    assert _both_read(uri) == normalize(expected)
+    with pytest.raises(TypeError):
+        lakequery.write(uri, {"id": [1]}, mode="append")
+    with pytest.raises(TypeError):
+        lakequery.write(uri, iter([]), mode="append")
+
+
+def test_target_file_size_rolls_over(uri: str) -> None:
+    n = 60_000
+    data = pa.table(
+        {"id": pa.array(range(n), pa.int64()), "s": [f"value-{i:08d}" for i in range(n)]}
+    )
+    # one single big batch, and the same data as many small batches
+    r = lakequery.write(uri, data.combine_chunks(), target_file_size=64 * 1024)
+    assert r.num_files >= 4, r
+    files = lakequery.DeltaTable(uri).snapshot().files()
+    assert files.num_rows == r.num_files
+    assert sum(int(x or 0) for x in files.column("num_records").to_pylist()) == n
+    # no file is far above the target (one flush beyond it at most)
+    assert max(int(x or 0) for x in files.column("size").to_pylist()) < 4 * 64 * 1024
+    r2 = lakequery.write(
+        uri, data.to_batches(max_chunksize=500), mode="overwrite", target_file_size=64 * 1024
+    )
+    assert r2.num_files >= 4
+    sizes = [
+        os.path.getsize(Path(uri) / str(p))
+        for p in lakequery.DeltaTable(uri).snapshot().files().column("path").to_pylist()
+    ]
+    assert sum(sizes) == r2.num_bytes
+    ours = lakequery.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id")
+    assert ours.equals(data)
+    assert dl_table(uri).sort_by("id").equals(data)
+
+
+def test_checkpoint_written_at_version_10(uri: str) -> None:
+    for i in range(12):
+        lakequery.write(
+            uri,
+            pa.table({"id": [i], "p": [f"v{i % 3}"]}),
+            mode="append",
+            partition_by=["p"] if i == 0 else None,
+        )
+        if i == 5:  # an overwrite in between leaves tombstones in the checkpoint
+            lakequery.write(
+                uri, pa.table({"id": [99], "p": ["v0"]}), mode="overwrite", predicate="p = 'v0'"
+            )
+    log_dir = Path(uri) / "_delta_log"
+    checkpoint = log_dir / f"{10:020d}.checkpoint.parquet"
+    assert checkpoint.exists()
+    assert json.loads((log_dir / "_last_checkpoint").read_text())["version"] == 10
+    assert not (log_dir / f"{11:020d}.checkpoint.parquet").exists()
+    ckpt = pq.read_table(checkpoint)
+    assert {"add", "remove", "metaData", "protocol"} <= set(ckpt.column_names)
+    # both readers agree at the checkpoint, after it and before it
+    for version in (9, 10, 12):
+        assert normalize(lq_rows(uri, version)) == normalize(dl_rows(uri, version)), version
+    expected = {99} | {i for i in range(6, 12)} | {i for i in range(6) if i % 3}
+    assert set(_ids(lq_rows(uri))) == expected
+    # the checkpoint alone reconstructs version 10: hide the commits before it
+    for v in range(10):
+        (log_dir / f"{v:020d}.json").rename(log_dir / f"{v:020d}.json.hidden")
+    assert normalize(lq_rows(uri)) == normalize(dl_rows(uri))
+    assert set(_ids(lq_rows(uri))) == expected
