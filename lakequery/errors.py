@@ -19,7 +19,23 @@ from __future__ import annotations
 
 
 class LakeQueryError(Exception):
-    """Root of every error lakequery raises on purpose."""
+    """Root of every error lakequery raises on purpose.
+
+    Errors pickle with their structured fields (for multiprocessing and Spark workers).
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(
+    cls: type[LakeQueryError], args: tuple[object, ...], state: dict[str, object]
+) -> LakeQueryError:
+    """Recreates an unpickled error without calling its ``__init__``."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
 
 
 # --- table and log ---------------------------------------------------------------------

@@ -8,11 +8,12 @@ commits them as ONE transaction from the driver, with the same modes, schema che
 conflict handling as :func:`lakequery.write`.
 
 The pieces are public for jobs that assemble their own pipeline:
+:func:`arrow_schema_of` gives the Arrow schema to plan with;
 :func:`lakequery.writer.plan_write` (driver) gives a :class:`~lakequery.writer.WritePlan`
 whose ``state`` is a picklable :class:`~lakequery.writer.WriteState`;
-:func:`~lakequery.writer.add_actions.write_batches_to_arrow` is the executor function;
-:data:`ADD_ACTION_DDL` is its output schema for Spark; and
-:func:`lakequery.writer.commit_write` commits the collected actions.
+:func:`executor_function` binds that state to the function ``mapInArrow`` runs;
+:data:`ADD_ACTION_DDL` is its output schema for Spark; :func:`collect_add_actions` brings
+the actions to the driver; and :func:`lakequery.writer.commit_write` commits them.
 
 Example (needs a Spark session; see the README):
 
@@ -26,12 +27,18 @@ Example (needs a Spark session; see the README):
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakequery.writer.add_actions import add_actions_from_arrow, write_batches_to_arrow
+from lakequery import errors
+from lakequery.writer.add_actions import (
+    ADD_ACTION_SCHEMA,
+    add_actions_from_arrow,
+    write_batches_to_arrow,
+)
 from lakequery.writer.api import SchemaMode, WriteMode, WriteResult, commit_write, plan_write
 from lakequery.writer.state import WriteState
 
@@ -44,20 +51,64 @@ ADD_ACTION_DDL = (
     "modificationTime bigint, dataChange boolean, stats string, tags map<string,string>"
 )
 
+#: The last line of a Python traceback naming a lakequery error, as Spark reports it.
+_WORKER_ERROR = re.compile(r"^lakequery\.errors\.(\w+): ", re.MULTILINE)
 
-def arrow_schema_of(df: DataFrame) -> pa.Schema:
-    """The Arrow schema Spark uses for ``df`` in ``mapInArrow``."""
+
+def arrow_schema_of(df: DataFrame, *, nullable: bool = False) -> pa.Schema:
+    """The Arrow schema of ``df``'s rows as ``mapInArrow`` hands them to Python.
+
+    Args:
+        df: A Spark DataFrame (only its schema is used; no job runs).
+        nullable: Make every field nullable, at every nesting level (map keys excepted),
+            as Spark's Delta writer does for the schema of a table it creates: Spark marks
+            columns NOT NULL from how they are computed (``spark.range``, literals), which
+            is no reason to forbid nulls in later writes.
+
+    Returns:
+        The Arrow schema (timestamps carry the session time zone).
+    """
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    tz = df.sparkSession.conf.get("spark.sql.session.timeZone")
-    schema: pa.Schema = to_arrow_schema(df.schema, timezone=tz or "UTC")
+    tz = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
+    try:
+        schema: pa.Schema = to_arrow_schema(df.schema, timezone=tz)
+    except TypeError:  # PySpark < 4 has no timezone parameter
+        schema = to_arrow_schema(df.schema)
+    if nullable:
+        schema = pa.schema([_nullable_field(f) for f in schema]).with_metadata(
+            schema.metadata or {}
+        )
     return schema
+
+
+def _nullable_field(f: pa.Field[Any]) -> pa.Field[Any]:
+    return f.with_type(_nullable_type(f.type)).with_nullable(True)
+
+
+def _nullable_type(t: Any) -> Any:
+    if pa.types.is_struct(t):
+        return pa.struct([_nullable_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        item = _nullable_field(t.item_field)
+        return pa.map_(t.key_field.with_type(_nullable_type(t.key_type)), item)
+    if pa.types.is_large_list(t):
+        return pa.large_list(_nullable_field(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_nullable_field(t.value_field), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(_nullable_field(t.value_field))
+    return t
 
 
 def executor_function(
     state: WriteState,
 ) -> functools.partial[Iterator[pa.RecordBatch]]:
-    """The picklable function to pass to ``df.mapInArrow(..., ADD_ACTION_DDL)``."""
+    """The picklable function to pass to ``df.mapInArrow(..., ADD_ACTION_DDL)``.
+
+    Each call (one per Spark task) writes that task's rows as data files of the table
+    described by ``state`` and yields their ``add`` actions.
+    """
     return functools.partial(_write_partition, state=state)
 
 
@@ -65,6 +116,50 @@ def _write_partition(
     batches: Iterator[pa.RecordBatch], state: WriteState
 ) -> Iterator[pa.RecordBatch]:
     yield from write_batches_to_arrow(batches, state)
+
+
+def collect_add_actions(rows: DataFrame) -> list[dict[str, Any]]:
+    """Runs the job of a ``mapInArrow(executor_function(...), ADD_ACTION_DDL)`` DataFrame
+    and returns the ``add`` actions its tasks produced (only those reach the driver).
+
+    Raises:
+        LakeQueryError: A task failed with a lakequery error (e.g.
+            :class:`~lakequery.errors.SchemaMismatchError` or
+            :class:`~lakequery.errors.ConstraintViolationError`): the same class is raised
+            on the driver with the worker's message, chained to Spark's exception.
+    """
+    try:
+        to_arrow = getattr(rows, "toArrow", None)
+        if to_arrow is not None:
+            table: pa.Table = to_arrow()
+        else:  # PySpark < 4
+            batches = rows._collect_as_arrow()
+            table = pa.Table.from_batches(batches, schema=ADD_ACTION_SCHEMA)
+    except errors.LakeQueryError:
+        raise
+    except Exception as exc:
+        found = _worker_error(exc)
+        if found is None:
+            raise
+        raise found from exc
+    return add_actions_from_arrow(table)
+
+
+def _worker_error(exc: BaseException) -> errors.LakeQueryError | None:
+    """The lakequery error a Python worker raised, rebuilt from Spark's report of it."""
+    text = str(exc)
+    matches = list(_WORKER_ERROR.finditer(text))
+    if not matches:
+        return None
+    last = matches[-1]
+    cls = getattr(errors, last.group(1), None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.LakeQueryError)):
+        return None
+    message = text[last.end() :].strip()
+    # The worker's structured fields are gone: keep the class and the message.
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    return err
 
 
 def write(
@@ -80,20 +175,31 @@ def write(
     storage_options: Mapping[str, Any] | None = None,
     app_id: str | None = None,
     app_version: int | None = None,
+    name: str | None = None,
+    description: str | None = None,
 ) -> WriteResult:
     """Writes a Spark DataFrame to a Delta table; options as in :func:`lakequery.write`.
 
     Each Spark task writes its own files (so a partitioned table gets at least one file
     per task and partition value; repartition by the partition columns first for fewer
     files). Only the ``add`` actions are collected to the driver, which commits them as
-    one transaction.
+    one transaction. The executors open the table location themselves, with
+    ``storage_options``. A new table's columns are all nullable, as with Spark's own
+    Delta writer.
 
     Returns:
         The :class:`~lakequery.writer.WriteResult` of the commit.
+
+    Raises:
+        TableAlreadyExistsError: ``mode="error"`` and the table exists.
+        SchemaMismatchError: The data does not fit the table's schema (found on the
+            driver, or by a task: then raised again on the driver with its message).
+        ConstraintViolationError: A row breaks a constraint or the overwrite predicate.
+        CommitConflictError: A concurrent commit conflicts.
     """
     plan = plan_write(
         uri,
-        arrow_schema_of(df),
+        arrow_schema_of(df, nullable=True),
         mode=mode,
         partition_by=partition_by,
         predicate=predicate,
@@ -103,9 +209,19 @@ def write(
         storage_options=storage_options,
         app_id=app_id,
         app_version=app_version,
+        name=name,
+        description=description,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
     rows = df.mapInArrow(executor_function(plan.state), ADD_ACTION_DDL)
-    table: pa.Table = rows.toArrow()  # only the add actions reach the driver
-    return commit_write(plan, add_actions_from_arrow(table))
+    return commit_write(plan, collect_add_actions(rows))
+
+
+__all__ = [
+    "ADD_ACTION_DDL",
+    "arrow_schema_of",
+    "collect_add_actions",
+    "executor_function",
+    "write",
+]

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real moto S3 server on loopback and per-test table locations.
+"""Shared fixtures: a real moto S3 server on loopback, per-test table locations and one
+local Spark session for every test that needs Spark.
 
 All S3 traffic goes to the moto server on 127.0.0.1. The environment is pinned at import
 so that botocore never looks for credentials on the network (instance metadata) and no
@@ -8,6 +9,7 @@ proxy is used.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -90,3 +92,28 @@ def memory_table_uri() -> Iterator[str]:
     fs = MemoryFileSystem()
     if fs.exists(f"/{name}"):
         fs.rm(f"/{name}", recursive=True)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One real local Spark session (``local[2]``, loopback only, no UI, Arrow on).
+
+    Python workers run this interpreter, so they import this checkout's lakequery.
+    """
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lakequery-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

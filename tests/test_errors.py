@@ -341,3 +341,19 @@ def test_bad_deletion_vector_names_the_data_file(tmp_path: Path, how: str, engin
     assert DV_DATA_FILE in info.value.data_file
     # the version before the DELETE has no DV and still reads
     assert table.snapshot(version=1).scan().to_arrow().num_rows == 5
+
+
+def test_errors_pickle_with_their_fields() -> None:
+    import pickle
+
+    import lakequery as lq
+
+    err = lq.SchemaMismatchError("a", "long", "string", "detail")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is lq.SchemaMismatchError
+    assert (back.column, back.expected, back.found) == ("a", "long", "string")
+    assert str(back) == str(err)
+    conflict = lq.ConcurrentAppendError("memory://t", 3, 4, "why")
+    again = pickle.loads(pickle.dumps(conflict))
+    assert isinstance(again, lq.CommitConflictError)
+    assert (again.read_version, again.winning_version, str(again)) == (3, 4, str(conflict))
