@@ -448,6 +448,8 @@ class Transaction:
                 written = self._post_commit(version)
                 return CommitResult(version, attempt, checked, written)
             if version == 0:
+                if self._is_own_commit(0):  # our create landed; its response was lost
+                    return CommitResult(0, attempt, checked, False)
                 raise TableAlreadyExistsError(self.storage.root)
             winners = list_log(self.storage, version).commits
             for info in winners:
@@ -475,6 +477,19 @@ class Transaction:
                 version += 1
             time.sleep(min(1.0, 0.005 * 2 ** min(attempt, 8)) * random.random())
         raise CommitRetriesExhaustedError(self.storage.root, max_attempts, version)
+
+    def _is_own_commit(self, version: int) -> bool:
+        """Whether the commit file of ``version`` is this transaction's (by txnId)."""
+        try:
+            data = self.storage.read(commit_path(self.storage, version))
+        except ObjectNotFoundError:
+            return False
+        first = data.split(b"\n", 1)[0]
+        try:
+            info = json.loads(first).get("commitInfo") or {}
+        except (ValueError, AttributeError):
+            return False
+        return bool(info.get("txnId") == self.txn_id)
 
     def _check_winner_protocol(self, action: Mapping[str, Any]) -> None:
         proto = Protocol.from_action(action)

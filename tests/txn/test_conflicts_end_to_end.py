@@ -1,0 +1,222 @@
+"""Conflict detection end to end (digest §17.4): two writes plan from the same read
+version; the first commits, then the second either commits at a later version or fails
+with the specific conflict, leaving nothing of itself visible."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakequery as lq
+from lakequery.errors import (
+    CommitConflictError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    MetadataChangedError,
+)
+from lakequery.txn import Transaction
+from lakequery.writer import WritePlan, write_data_files
+
+SERIALIZABLE = {"delta.isolationLevel": "Serializable"}
+
+
+def _rows(ids: list[int], day: str = "a") -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "day": [day] * len(ids)})
+
+
+def _table(
+    tmp_path: Path, configuration: dict[str, str] | None = None, partitioned: bool = False
+) -> str:
+    uri = str(tmp_path / "t")
+    data = pa.concat_tables([_rows([1, 2], "a"), _rows([3], "b")])
+    lq.write(
+        uri,
+        data,
+        configuration=configuration,
+        partition_by=["day"] if partitioned else None,
+    )
+    return uri
+
+
+def _stage(uri: str, data: pa.Table, **kwargs: Any) -> tuple[WritePlan, list[dict[str, Any]]]:
+    """Plan a write from the current version and write its files; no commit yet."""
+    plan = lq.plan_write(uri, data.schema, **kwargs)
+    assert plan.state is not None
+    return plan, write_data_files(data, plan.state)
+
+
+def _ids(uri: str) -> list[int]:
+    ids: list[int] = (
+        lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow().column("id").to_pylist()
+    )
+    return sorted(ids)
+
+
+def _version(uri: str) -> int:
+    return lq.DeltaTable(uri).snapshot().version
+
+
+def _assert_fails_cleanly(
+    uri: str,
+    second: tuple[WritePlan, list[dict[str, Any]]],
+    error: type[CommitConflictError],
+) -> None:
+    """The second write fails with ``error`` and leaves the table as it was."""
+    version, ids = _version(uri), _ids(uri)
+    with pytest.raises(error) as info:
+        lq.commit_write(*second)
+    assert type(info.value) is error
+    assert _version(uri) == version
+    assert _ids(uri) == ids
+    live = set(lq.DeltaTable(uri).snapshot().files().column("path").to_pylist())
+    assert not live & {a["path"] for a in second[1]}
+
+
+def test_append_vs_append_both_commit(tmp_path: Path) -> None:
+    uri = _table(tmp_path, SERIALIZABLE)
+    first = _stage(uri, _rows([10]), mode="append")
+    second = _stage(uri, _rows([20]), mode="append")
+    assert lq.commit_write(*first).version == 1
+    result = lq.commit_write(*second)
+    assert (result.version, result.attempts) == (2, 2)
+    assert _ids(uri) == [1, 2, 3, 10, 20]
+
+
+def test_overwrite_vs_append_serializable_conflicts(tmp_path: Path) -> None:
+    uri = _table(tmp_path, SERIALIZABLE)
+    overwrite = _stage(uri, _rows([7]), mode="overwrite")
+    lq.commit_write(*_stage(uri, _rows([10]), mode="append"))
+    _assert_fails_cleanly(uri, overwrite, ConcurrentAppendError)
+    assert _ids(uri) == [1, 2, 3, 10]
+
+
+def test_overwrite_vs_blind_append_write_serializable_commits(tmp_path: Path) -> None:
+    # §17.4 step 6: under WriteSerializable a blind append's files are no candidates, the
+    # append removed nothing (steps 7, 8): the overwrite commits, ordered before the append.
+    uri = _table(tmp_path)
+    overwrite = _stage(uri, _rows([7]), mode="overwrite")
+    lq.commit_write(*_stage(uri, _rows([10]), mode="append"))
+    result = lq.commit_write(*overwrite)
+    assert (result.version, result.attempts) == (2, 2)
+    assert _ids(uri) == [7, 10]
+
+
+def test_overwrite_vs_non_blind_append_write_serializable_conflicts(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    overwrite = _stage(uri, _rows([7]), mode="overwrite")
+    # an "append" that read the table first is not blind (an overwrite matching nothing)
+    lq.commit_write(*_stage(uri, _rows([10], "c"), mode="overwrite", predicate="day = 'c'"))
+    _assert_fails_cleanly(uri, overwrite, ConcurrentAppendError)
+
+
+def test_two_overwrites_conflict(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    first = _stage(uri, _rows([7]), mode="overwrite")
+    second = _stage(uri, _rows([8]), mode="overwrite")
+    lq.commit_write(*first)
+    # the winner added files (not blind) the whole-table read covers: step 6 comes first
+    _assert_fails_cleanly(uri, second, ConcurrentAppendError)
+    assert _ids(uri) == [7]
+
+
+def test_two_deletes_of_the_whole_table_conflict(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    txns = []
+    for _ in range(2):
+        dt = lq.DeltaTable(uri)
+        snap = dt.snapshot()
+        txn = Transaction(dt.storage, snap, operation="DELETE")
+        txn.read_whole_table()
+        txn.remove_files(_removes(snap))
+        txns.append(txn)
+    assert txns[0].commit().version == 1
+    with pytest.raises(ConcurrentDeleteReadError):
+        txns[1].commit()
+    assert _version(uri) == 1 and _ids(uri) == []
+
+
+def test_two_removes_of_one_file_conflict(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    txns = []
+    for _ in range(2):
+        dt = lq.DeltaTable(uri)
+        snap = dt.snapshot()
+        txn = Transaction(dt.storage, snap, operation="DELETE")
+        txn.remove_files(_removes(snap)[:1])  # recorded no read: only step 8 applies
+        txns.append(txn)
+    txns[0].commit()
+    with pytest.raises(ConcurrentDeleteDeleteError):
+        txns[1].commit()
+    assert _version(uri) == 1
+
+
+def _removes(snap: lq.Snapshot) -> list[dict[str, Any]]:
+    return [
+        {"path": p, "deletionTimestamp": 1, "dataChange": True}
+        for p in snap.files().column("path").to_pylist()
+    ]
+
+
+@pytest.mark.parametrize(("append_day", "conflict"), [("b", None), ("a", ConcurrentAppendError)])
+def test_partition_overwrite_vs_append(
+    tmp_path: Path, append_day: str, conflict: type[CommitConflictError] | None
+) -> None:
+    uri = _table(tmp_path, SERIALIZABLE, partitioned=True)
+    overwrite = _stage(uri, _rows([7], "a"), mode="overwrite", predicate="day = 'a'")
+    lq.commit_write(*_stage(uri, _rows([10], append_day), mode="append"))
+    if conflict is None:
+        assert lq.commit_write(*overwrite).version == 2
+        assert _ids(uri) == [3, 7, 10]
+    else:
+        _assert_fails_cleanly(uri, overwrite, conflict)
+        assert _ids(uri) == [1, 2, 3, 10]
+
+
+def test_disjoint_partition_overwrites_both_commit(tmp_path: Path) -> None:
+    uri = _table(tmp_path, SERIALIZABLE, partitioned=True)
+    first = _stage(uri, _rows([7], "a"), mode="overwrite", predicate="day = 'a'")
+    second = _stage(uri, _rows([8], "b"), mode="overwrite", predicate="day = 'b'")
+    lq.commit_write(*first)
+    assert lq.commit_write(*second).version == 2
+    assert _ids(uri) == [7, 8]
+
+
+@pytest.mark.parametrize("loser", ["append", "overwrite", "metadata"])
+def test_metadata_change_conflicts_with_anything(tmp_path: Path, loser: str) -> None:
+    uri = _table(tmp_path)
+    if loser == "metadata":
+        second = _stage(uri, _rows([20]), mode="append", configuration={"owner": "b"})
+    else:
+        second = _stage(uri, _rows([20]), mode=loser)  # type: ignore[arg-type]
+    wide = _rows([30]).append_column("extra", pa.array(["x"]))
+    lq.commit_write(*_stage(uri, wide, mode="append", schema_mode="merge"))
+    _assert_fails_cleanly(uri, second, MetadataChangedError)
+
+
+def test_set_table_properties_vs_append(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    dt = lq.DeltaTable(uri)
+    snap = dt.snapshot()
+    txn = Transaction(dt.storage, snap, operation="SET TBLPROPERTIES")
+    config = {**snap.metadata.configuration, "owner": "me"}
+    txn.set_metadata(dataclasses.replace(snap.metadata, configuration=config))
+    append = _stage(uri, _rows([20]), mode="append")
+    txn.commit()
+    _assert_fails_cleanly(uri, append, MetadataChangedError)
+
+
+def test_same_app_id_conflicts(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    first = _stage(uri, _rows([10]), mode="append", app_id="stream", app_version=1)
+    second = _stage(uri, _rows([20]), mode="append", app_id="stream", app_version=2)
+    other = _stage(uri, _rows([30]), mode="append", app_id="other", app_version=1)
+    lq.commit_write(*first)
+    _assert_fails_cleanly(uri, second, ConcurrentTransactionError)
+    assert lq.commit_write(*other).version == 2  # another app id does not conflict
+    assert lq.DeltaTable(uri).snapshot().txns == {"stream": 1, "other": 1}
