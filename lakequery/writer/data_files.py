@@ -286,9 +286,10 @@ class _Writer:
             whole = group.select(self.data_columns)
             # A batch larger than a flush is cut into flush-sized slices, so that files
             # roll over near target_file_size even when the input is one huge batch.
-            step = whole.num_rows
+            # Slices of at most one row group keep row groups whole (not 1M + a remainder).
+            step = max(1, min(whole.num_rows, limit))
             if whole.nbytes > self.flush_bytes and whole.num_rows > 1:
-                step = max(1, whole.num_rows * self.flush_bytes // whole.nbytes)
+                step = max(1, min(step, whole.num_rows * self.flush_bytes // whole.nbytes))
             for start in range(0, whole.num_rows, step):
                 data = whole.slice(start, step)
                 buf = self.buffers.setdefault(key, _Buffer())
@@ -303,16 +304,30 @@ class _Writer:
             for key in list(self.buffers):
                 self._flush(key)
 
-    def _flush(self, key: PartitionKey) -> None:
+    def _flush(self, key: PartitionKey, *, whole_groups: bool = True) -> None:
         buf = self.buffers.pop(key)
         self.buffered -= buf.nbytes
         table = pa.Table.from_batches(buf.batches, schema=self.data_schema)
+        limit = self.state.max_rows_per_row_group
+        full = (table.num_rows // limit) * limit
+        if whole_groups and 0 < full < table.num_rows:
+            # Write whole row groups only; the remainder waits for more rows.
+            rest = table.slice(full)
+            table = table.slice(0, full)
+            nbytes = rest.nbytes
+            self.buffers[key] = _Buffer(rest.to_batches(), rest.num_rows, nbytes)
+            self.buffered += nbytes
         out = self.open.get(key) or self._open(key)
-        out.stats.update(table)
-        out.writer.write_table(
-            rename_to_logical(table, self.physical),
-            row_group_size=self.state.max_rows_per_row_group,
-        )
+        # Statistics run on a helper thread while the Parquet writer encodes the same
+        # table (both release the GIL), so they cost almost nothing on two cores.
+        gathering = self.pool.submit(out.stats.update, table)
+        try:
+            out.writer.write_table(
+                rename_to_logical(table, self.physical),
+                row_group_size=self.state.max_rows_per_row_group,
+            )
+        finally:
+            gathering.result()
         if out.sink.tell() >= self.state.target_file_size:
             self._close(key)
 
@@ -360,7 +375,7 @@ class _Writer:
 
     def finish(self) -> list[dict[str, Any]]:
         for key in list(self.buffers):
-            self._flush(key)
+            self._flush(key, whole_groups=False)
         for key in list(self.open):
             self._close(key)
         self.checker.close()
