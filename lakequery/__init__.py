@@ -10,8 +10,10 @@ Example:
 from __future__ import annotations
 
 from lakequery import demo
+from lakequery.cdf import ChangeScan
 from lakequery.errors import (
     AppendOnlyError,
+    ChangeDataFeedError,
     CommitConflictError,
     CommitError,
     CommitRetriesExhaustedError,
@@ -50,6 +52,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendOnlyError",
+    "ChangeDataFeedError",
+    "ChangeScan",
     "CommitConflictError",
     "CommitEntry",
     "CommitError",

@@ -87,6 +87,22 @@ class VersionNotFoundError(LakeQueryError, LookupError):
         super().__init__(msg + (f": {detail}" if detail else ""))
 
 
+class ChangeDataFeedError(LakeQueryError, ValueError):
+    """The change data feed of a version range cannot be read: the feed was not enabled
+    for some version, the schema changed in a non-additive way, or the range itself is
+    invalid (start after end, no start given)."""
+
+    def __init__(
+        self, uri: str, detail: str, *, start: int | None = None, end: int | None = None
+    ) -> None:
+        self.uri = uri
+        self.detail = detail
+        self.start = start
+        self.end = end
+        rng = f" (versions {start}..{end})" if start is not None and end is not None else ""
+        super().__init__(f"cannot read the change data feed of {uri!r}{rng}: {detail}")
+
+
 class CorruptLogError(LakeQueryError):
     """A log file is missing, truncated, garbled or inconsistent; names the file."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
@@ -25,6 +25,13 @@ from lakequery.protocol.log_files import earliest_version
 from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pyarrow.compute as pc
+
+    from lakequery.cdf import ChangeScan
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -137,3 +144,66 @@ class DeltaTable:
     def _latest_without_files(self) -> TableState:
         """The latest protocol and metadata, without replaying the live files."""
         return load_state(self.storage, None, with_files=False)
+
+    def changes(
+        self,
+        *,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        starting_timestamp: datetime | str | None = None,
+        ending_timestamp: datetime | str | None = None,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+    ) -> ChangeScan:
+        """The Change Data Feed: row-level changes committed in a range of versions.
+
+        Rows carry the table's columns plus ``_change_type`` (``insert``, ``delete``,
+        ``update_preimage``, ``update_postimage``), ``_commit_version`` and
+        ``_commit_timestamp`` (the commit's in-commit timestamp, else its file time made
+        strictly increasing). Commits with change files give those files' rows; other
+        commits give the rows of the files they add (inserts) and remove (deletes), with
+        deletion vectors taken into account (see :mod:`lakequery.cdf`).
+
+        Args:
+            starting_version: first version of the range (inclusive).
+            ending_version: last version (inclusive; latest by default).
+            starting_timestamp: instead of ``starting_version``: the first commit at or
+                after this time (``datetime`` or ISO-8601; naive times are UTC).
+            ending_timestamp: instead of ``ending_version``: the newest commit at or
+                before this time, as :meth:`version_as_of` maps it.
+            columns: table columns to return, in order (all by default); the change
+                columns are appended unless named.
+            filter: a SQL boolean expression or ``pyarrow.compute.Expression`` over the
+                table and change columns (``"_change_type = 'delete' AND id > 3"``).
+
+        Returns:
+            A :class:`~lakequery.cdf.ChangeScan`: ``to_arrow()``, ``to_arrow_reader()``,
+            ``to_duckdb()``, ``to_polars()``.
+
+        Raises:
+            ChangeDataFeedError: no start given, start after end, the feed was not
+                enabled at some version of the range, or the schema changed there in a
+                non-additive way.
+            VersionNotFoundError: a version or time outside the table's commits.
+
+        Example:
+            >>> import tempfile, pyarrow as pa, lakequery as lq
+            >>> root = tempfile.mkdtemp()
+            >>> conf = {"delta.enableChangeDataFeed": "true"}
+            >>> _ = lq.write(root, pa.table({"id": [1, 2]}), configuration=conf)
+            >>> _ = lq.write(root, pa.table({"id": [3, 4]}), mode="overwrite")
+            >>> feed = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
+            >>> sorted(feed.select(["id", "_change_type"]).to_pylist(), key=str)[:2]
+            [{'id': 1, '_change_type': 'delete'}, {'id': 2, '_change_type': 'delete'}]
+        """
+        from lakequery.cdf import changes
+
+        return changes(
+            self,
+            starting_version=starting_version,
+            ending_version=ending_version,
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+            columns=columns,
+            filter=filter,
+        )

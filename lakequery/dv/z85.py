@@ -42,3 +42,30 @@ def decode(text: str, size: int | None = None) -> bytes:
         raise ValueError("Z85 group overflows 32 bits")
     out: bytes = words.astype(">u4").tobytes()
     return out if size is None else out[:size]
+
+
+def decode_tail_padded(text: str, size: int) -> bytes:
+    """Decodes inline-DV text whose last group uses the "padded" Z85 variant some writers
+    emit: a tail of ``k`` bytes is written as ``4 - k`` leading ``#`` (no valid group can
+    start with ``#``) followed by the ``k + 1`` base-85 digits of the tail's big-endian
+    value. Groups before the tail decode as usual; ``size`` bytes are kept.
+
+    Example:
+        >>> decode_tail_padded("HelloWorld##093", 10).hex()
+        '864fd26fb559f75b0300'
+    """
+    head, tail = text[: len(text) - 5], text[len(text) - 5 :]
+    pad = len(tail) - len(tail.lstrip("#"))
+    if len(tail) != 5 or not 1 <= pad <= 3:
+        raise ValueError("Z85 text has no padded tail group")
+    value = 0
+    for ch in tail[pad:]:
+        digit = int(_DECODE[ord(ch)]) if ord(ch) < 256 else 255
+        if digit == 255:
+            raise ValueError("Z85 input holds a character outside the alphabet")
+        value = value * 85 + digit
+    width = 4 - pad
+    if value >= 1 << (8 * width):
+        raise ValueError("Z85 padded tail group overflows its bytes")
+    out = (decode(head) if head else b"") + value.to_bytes(width, "big")
+    return out[:size]

@@ -1,0 +1,786 @@
+"""Reading the Change Data Feed of a table (digest §13).
+
+:func:`changes` plans the row-level changes of a range of commits and returns a
+:class:`ChangeScan`, read like a :class:`~lakequery.scan.Scan`. Per commit, ascending:
+
+1. a commit with ``cdc`` actions gives the rows of its change files (``_change_type`` is
+   a column of the file; partition values come from the ``cdc`` action) and nothing else;
+2. otherwise rows of ``add`` actions with ``dataChange=true`` are inserts and rows of such
+   ``remove`` actions are deletes, minus the rows the file's deletion vector hides;
+3. a ``remove(path, dv1)`` + ``add(path, dv2)`` of one file in one commit emits only the
+   difference: rows in ``dv2`` but not ``dv1`` are deletes, rows in ``dv1`` but not ``dv2``
+   are inserts.
+
+No new reader is involved. The planned files become the live files of synthetic
+snapshots whose schema is the table's plus ``_change_type``, ``_commit_version`` and
+``_commit_timestamp``; those columns are per-file constants, so they are declared as
+partition columns and every engine folds them in like partition values (for change
+files ``_change_type`` stays a data column). A row selection that is not "all rows minus
+the file's DV" (the DV refinement) is expressed as a synthetic inline deletion vector
+holding the complement of the selected positions, which the engines apply natively. An
+engine keys deletion vectors by file location, so a file planned more than once (added in
+one commit, removed in a later one) goes to separate snapshots, scanned one after the
+other.
+
+Example:
+    >>> import tempfile, pyarrow as pa, lakequery as lq
+    >>> root = tempfile.mkdtemp()
+    >>> cdf = {"delta.enableChangeDataFeed": "true"}
+    >>> _ = lq.write(root, pa.table({"id": [1, 2]}), configuration=cdf)
+    >>> _ = lq.write(root, pa.table({"id": [3]}), mode="append")
+    >>> rows = changes(lq.DeltaTable(root), starting_version=1).to_arrow()
+    >>> rows.select(["id", "_change_type", "_commit_version"]).to_pylist()
+    [{'id': 3, '_change_type': 'insert', '_commit_version': 1}]
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyroaring import BitMap64
+
+from lakequery.dv import z85
+from lakequery.dv.bitmap import serialize
+from lakequery.dv.descriptor import Descriptor
+from lakequery.dv.files import load_deletion_vectors
+from lakequery.errors import (
+    ChangeDataFeedError,
+    CorruptLogError,
+    ObjectNotFoundError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from lakequery.history import commit_timestamps
+from lakequery.log_segment import (
+    TableState,
+    internal_connection,
+    list_log,
+    load_state,
+    partition_specs,
+)
+from lakequery.metadata import Metadata
+from lakequery.protocol.column_mapping import (
+    ColumnMappingMode,
+    column_mapping_mode,
+    physical_name,
+)
+from lakequery.protocol.features import Protocol, check_readable
+from lakequery.protocol.log_files import LogFile, earliest_version
+from lakequery.protocol.partitions import partition_struct
+from lakequery.protocol.properties import TableProperties, parse_bool
+from lakequery.protocol.replay import key_sql
+from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from lakequery.scan import Scan
+    from lakequery.table import DeltaTable
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+#: The columns the change feed adds to the table's columns, in output order.
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+_CHANGE_DELTA_TYPES = {CHANGE_TYPE: "string", COMMIT_VERSION: "long", COMMIT_TIMESTAMP: "timestamp"}
+
+_DV_ARROW = pa.struct(
+    [
+        pa.field("storageType", pa.string()),
+        pa.field("pathOrInlineDv", pa.string()),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32()),
+        pa.field("cardinality", pa.int64()),
+    ]
+)
+_STR_MAP = "MAP(VARCHAR, VARCHAR)"
+_DV_JSON = {
+    "storageType": "VARCHAR",
+    "pathOrInlineDv": "VARCHAR",
+    "offset": "INTEGER",
+    "sizeInBytes": "INTEGER",
+    "cardinality": "BIGINT",
+}
+_FILE_JSON = {
+    "path": "VARCHAR",
+    "partitionValues": _STR_MAP,
+    "size": "BIGINT",
+    "dataChange": "BOOLEAN",
+    "stats": "VARCHAR",
+    "deletionVector": _DV_JSON,
+}
+#: What one log line is parsed into: file actions typed, metaData/protocol kept as JSON.
+_LINE_STRUCTURE = json.dumps(
+    {
+        "add": _FILE_JSON,
+        "remove": _FILE_JSON,
+        "cdc": {"path": "VARCHAR", "partitionValues": _STR_MAP, "size": "BIGINT"},
+        "metaData": "JSON",
+        "protocol": "JSON",
+    }
+)
+_ACTIONS = "_lq_cdf_actions"
+
+
+# --- range --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Range:
+    start: int
+    end: int
+    commits: list[LogFile]  # start..end
+    times_ms: list[int]  # commit timestamp per commit of ``commits``
+
+
+def _to_ms(when: datetime | str) -> int:
+    from lakequery.table import _parse_as_of
+
+    return int(_parse_as_of(when).timestamp() * 1000)
+
+
+def _resolve_range(
+    dt: DeltaTable,
+    starting_version: int | None,
+    ending_version: int | None,
+    starting_timestamp: datetime | str | None,
+    ending_timestamp: datetime | str | None,
+) -> _Range:
+    uri = dt.uri
+    if starting_version is not None and starting_timestamp is not None:
+        raise ChangeDataFeedError(uri, "pass starting_version or starting_timestamp, not both")
+    if ending_version is not None and ending_timestamp is not None:
+        raise ChangeDataFeedError(uri, "pass ending_version or ending_timestamp, not both")
+    if starting_version is None and starting_timestamp is None:
+        raise ChangeDataFeedError(uri, "a starting_version or starting_timestamp is required")
+    for name, v in (("starting_version", starting_version), ("ending_version", ending_version)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ChangeDataFeedError(uri, f"{name} must be a non-negative integer, not {v!r}")
+    listing = list_log(dt.storage, 0)
+    latest = listing.latest_version
+    if latest is None:
+        raise TableNotFoundError(uri, "no commit files in _delta_log")
+    earliest = earliest_version(listing)
+    commits = [c for c in listing.commits if earliest is not None and c.version >= earliest]
+    props = TableProperties(dt._latest_without_files().metadata.configuration)
+    times = commit_timestamps(dt.storage, commits, props)
+    versions = [c.version for c in commits]
+
+    def not_found(version: int | None = None, timestamp: object = None, detail: str = "") -> Any:
+        return VersionNotFoundError(
+            uri,
+            version=version,
+            timestamp=timestamp,
+            earliest=earliest,
+            latest=latest,
+            detail=detail,
+        )
+
+    if starting_timestamp is not None:
+        # the first commit at or after the time (digest §16, CDF start semantics)
+        ms = _to_ms(starting_timestamp)
+        i = next((k for k, t in enumerate(times) if t >= ms), None)
+        if i is None:
+            raise not_found(timestamp=starting_timestamp, detail="no commit at or after it")
+        start = versions[i]
+    else:
+        start = int(starting_version)  # type: ignore[arg-type]
+    if ending_timestamp is not None:
+        ms = _to_ms(ending_timestamp)
+        j = bisect.bisect_right(times, ms)
+        if j == 0:
+            raise not_found(timestamp=ending_timestamp, detail="no commit at or before it")
+        end = versions[j - 1]
+    else:
+        end = latest if ending_version is None else int(ending_version)
+    if start > latest:
+        raise not_found(start, detail="the starting version is after the latest version")
+    if end > latest:
+        raise not_found(end, detail="the ending version is after the latest version")
+    if start > end:
+        raise ChangeDataFeedError(
+            uri, f"the starting version {start} is after the ending version {end}"
+        )
+    if earliest is None or start < earliest:
+        raise not_found(start, detail="its commit is no longer in the log")
+    lo = versions.index(start) if start in versions else None
+    chosen = commits[lo : lo + end - start + 1] if lo is not None else []
+    if [c.version for c in chosen] != list(range(start, end + 1)):
+        raise not_found(start, detail="a commit of the range is missing from the log")
+    return _Range(start, end, chosen, times[lo : lo + len(chosen)] if lo is not None else [])
+
+
+# --- metadata checks ----------------------------------------------------------------------
+
+
+def cdf_enabled(metadata: Metadata, protocol: Protocol) -> bool:
+    """Whether a version with this metadata and protocol records its changes (digest §13):
+    ``delta.enableChangeDataFeed`` (or its legacy alias) is true and the protocol has the
+    ``changeDataFeed`` writer feature (writer version 4 to 6 imply it)."""
+    conf = metadata.configuration
+    on = parse_bool(conf.get("delta.enableChangeDataFeed")) or parse_bool(
+        conf.get("delta.enableChangeDataCapture")
+    )
+    return on and protocol.supports("changeDataFeed")
+
+
+def _mode(metadata: Metadata, protocol: Protocol) -> ColumnMappingMode:
+    return column_mapping_mode(metadata.configuration, protocol.supports("columnMapping"))
+
+
+def _type_change(old: DeltaType, new: DeltaType, mo: str, mn: str, where: str) -> str | None:
+    """Why ``old`` -> ``new`` is not additive (None when it is: same types, new struct
+    fields only, same physical names)."""
+    if isinstance(old, StructType) and isinstance(new, StructType):
+        for f in old.fields:
+            g = new.get(f.name)
+            if g is None:
+                return f"column {where}{f.name} was dropped or renamed"
+            if physical_name(f, mo) != physical_name(g, mn):
+                return f"column {where}{f.name} now reads a different physical column"
+            why = _type_change(f.type, g.type, mo, mn, f"{where}{f.name}.")
+            if why:
+                return why
+        return None
+    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
+        return _type_change(old.element, new.element, mo, mn, where)
+    if isinstance(old, MapType) and isinstance(new, MapType):
+        return _type_change(old.key, new.key, mo, mn, where) or _type_change(
+            old.value, new.value, mo, mn, where
+        )
+    if type(old) is not type(new) or old != new:
+        return f"column {where.rstrip('.')} changed type"
+    return None
+
+
+def non_additive_change(
+    old: Metadata, old_protocol: Protocol, new: Metadata, new_protocol: Protocol
+) -> str | None:
+    """Why a metadata change cannot be read across by the change feed (a column dropped,
+    renamed or retyped, or different partition columns), or None for additive changes."""
+    if tuple(old.partition_columns) != tuple(new.partition_columns):
+        return "the partition columns changed"
+    return _type_change(
+        old.schema,
+        new.schema,
+        _mode(old, old_protocol),
+        _mode(new, new_protocol),
+        "",
+    )
+
+
+def _check_versions(
+    uri: str,
+    rng: _Range,
+    start_state: TableState,
+    changes: dict[int, tuple[dict[str, Any] | None, dict[str, Any] | None]],
+) -> tuple[Metadata, Protocol]:
+    """Refuses ranges with versions where the feed was off or the schema changed in a
+    non-additive way; returns the metadata and protocol in force at the end."""
+    metadata, protocol = start_state.metadata, start_state.protocol
+    segment_start = rng.start
+
+    def check(last: int) -> None:
+        if not cdf_enabled(metadata, protocol):
+            raise ChangeDataFeedError(
+                uri,
+                f"change data feed was not enabled for versions {segment_start}..{last} "
+                "(delta.enableChangeDataFeed), so their changes were not recorded",
+                start=rng.start,
+                end=rng.end,
+            )
+
+    for version in sorted(v for v in changes if v > rng.start):
+        check(version - 1)
+        meta_action, proto_action = changes[version]
+        new_protocol = Protocol.from_action(proto_action) if proto_action else protocol
+        check_readable(new_protocol)
+        new_metadata = Metadata.from_action(meta_action) if meta_action else metadata
+        if meta_action:
+            why = non_additive_change(metadata, protocol, new_metadata, new_protocol)
+            if why:
+                raise ChangeDataFeedError(
+                    uri,
+                    f"version {version} changes the schema in a non-additive way ({why}); "
+                    "read the changes before and after it separately",
+                    start=rng.start,
+                    end=rng.end,
+                )
+        metadata, protocol, segment_start = new_metadata, new_protocol, version
+    check(rng.end)
+    clash = [c for c in CHANGE_COLUMNS if metadata.schema.get(c) is not None]
+    if clash:
+        raise ChangeDataFeedError(uri, f"the table has a column named {clash[0]!r}")
+    return metadata, protocol
+
+
+# --- reading the actions ------------------------------------------------------------------
+
+
+def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: list[LogFile]) -> None:
+    paths = "[" + ", ".join(_lit(storage.duckdb_path(c.path)) for c in commits) + "]"
+    sql = (
+        f"CREATE OR REPLACE TEMP TABLE {_ACTIONS} AS "
+        "SELECT CAST(left(right(filename, 25), 20) AS BIGINT) AS version, add, remove, cdc, "
+        'CAST("metaData" AS VARCHAR) AS meta, CAST(protocol AS VARCHAR) AS proto FROM ('
+        f"SELECT unnest(from_json(json, {_lit(_LINE_STRUCTURE)})), filename "
+        f"FROM read_ndjson_objects({paths}, filename=true))"
+    )
+    try:
+        con.execute(sql)
+    except duckdb.IOException as exc:
+        missing = next((c.path for c in commits if c.path.rsplit("/", 1)[-1] in str(exc)), None)
+        raise ObjectNotFoundError(missing or commits[0].path, "read commit") from exc
+    except duckdb.Error as exc:
+        raise CorruptLogError(storage.join("_delta_log"), str(exc).splitlines()[0][:300]) from exc
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _metadata_changes(
+    con: duckdb.DuckDBPyConnection,
+) -> dict[int, tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    rows = con.sql(
+        f"SELECT version, max(meta), max(proto) FROM {_ACTIONS} "
+        "WHERE meta IS NOT NULL OR proto IS NOT NULL GROUP BY version"
+    ).fetchall()
+    return {
+        int(v): (json.loads(m) if m else None, json.loads(p) if p else None) for v, m, p in rows
+    }
+
+
+def _file_sql(action: str, root: str) -> str:
+    a = action
+    return (
+        f"SELECT version, {key_sql(f'{a}.path', root)} AS path, {a}.size AS size, "
+        f"{a}.partitionValues AS pv, {a}.stats AS stats, {a}.deletionVector AS dv, "
+        f"TRY_CAST(json_extract_string({a}.stats, '$.numRecords') AS BIGINT) AS num_records "
+        f"FROM {_ACTIONS} WHERE {a} IS NOT NULL AND coalesce({a}.dataChange, true) "
+        f"AND version NOT IN (SELECT version FROM {_ACTIONS} WHERE cdc IS NOT NULL)"
+    )
+
+
+def _file_actions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """(singles, pairs, cdc): adds/removes without a partner in their commit (with their
+    change type), remove+add pairs of one path in one commit, and change files."""
+    adds, removes = _file_sql("add", root), _file_sql("remove", root)
+    cols = "version, path, size, pv, stats, dv, num_records"
+    singles = con.sql(
+        f"WITH a AS ({adds}), r AS ({removes}) "
+        f"SELECT {cols}, 'insert' AS change_type FROM a "
+        "WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.version = a.version AND r.path = a.path) "
+        f"UNION ALL SELECT {cols}, 'delete' AS change_type FROM r "
+        "WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.version = r.version AND a.path = r.path)"
+    ).to_arrow_table()
+    pairs = con.sql(
+        f"WITH a AS ({adds}), r AS ({removes}) "
+        "SELECT a.version, a.path, a.size, coalesce(a.pv, r.pv) AS pv, a.stats, "
+        "a.dv AS add_dv, r.dv AS remove_dv, coalesce(a.num_records, r.num_records) AS num_records "
+        "FROM a JOIN r ON a.version = r.version AND a.path = r.path"
+    ).to_arrow_table()
+    cdc = con.sql(
+        f"SELECT version, {key_sql('cdc.path', root)} AS path, cdc.size AS size, "
+        f"cdc.partitionValues AS pv FROM {_ACTIONS} WHERE cdc IS NOT NULL"
+    ).to_arrow_table()
+    return _table(singles), _table(pairs), _table(cdc)
+
+
+def _table(data: Any) -> pa.Table:
+    out: pa.Table = data.read_all() if isinstance(data, pa.RecordBatchReader) else data
+    return out
+
+
+# --- row counts and deletion vectors ------------------------------------------------------
+
+
+def _row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:
+    """Physical row counts of data files from their Parquet footers."""
+    fs, to_fs = storage.arrow_filesystem()
+
+    def one(path: str) -> int:
+        location = storage.root + "/" + path
+        try:
+            with fs.open_input_file(to_fs(location)) as f:
+                return int(pq.ParquetFile(f).metadata.num_rows)
+        except FileNotFoundError as exc:
+            raise ObjectNotFoundError(location, "read data file footer") from exc
+
+    if not paths:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
+        return list(pool.map(one, paths))
+
+
+def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
+    """``num_records`` filled from footers where a file with a DV lacks it (Polars needs
+    it to build keep masks)."""
+    if table.num_rows == 0:
+        return table
+    counts = table.column("num_records")
+    card: Any = pc.struct_field(table.column("deletion_vector").combine_chunks(), "cardinality")
+    has_dv = pc.fill_null(pc.greater(card, pa.scalar(0, pa.int64())), False)
+    need = pc.and_(pc.is_null(counts), has_dv)
+    if not pc.any(need).as_py():
+        return table
+    idx = [int(i) for i in pc.indices_nonzero(need).to_pylist() if i is not None]
+    all_paths = table.column("path").to_pylist()
+    paths = [str(all_paths[i]) for i in idx]
+    found = dict(zip(idx, _row_counts(storage, paths), strict=True))
+    values = [found.get(i, v) for i, v in enumerate(counts.to_pylist())]
+    col = table.schema.get_field_index("num_records")
+    return table.set_column(col, "num_records", pa.array(values, pa.int64()))
+
+
+def _selection_dv(keep: BitMap64, num_rows: int) -> dict[str, Any]:
+    """An inline DV that deletes every row of ``[0, num_rows)`` not in ``keep``."""
+    hidden = BitMap64()
+    hidden.add_range(0, num_rows)
+    hidden.difference_update(keep)
+    hidden.run_optimize()
+    payload = serialize(hidden)
+    d = Descriptor("i", z85.encode(payload, pad=True), None, len(payload), len(hidden))
+    return d.to_dict() | {"offset": None}
+
+
+def _refine_pairs(storage: Storage, pairs: pa.Table) -> pa.Table:
+    """Rows of remove(path, dv1) + add(path, dv2): deletes are rows in dv2 but not dv1,
+    inserts rows in dv1 but not dv2; each becomes a task with a selection DV."""
+    if pairs.num_rows == 0:
+        return _tasks_from_rows([])
+    rows = pairs.to_pylist()  # one per refined file: planning metadata only
+    items: list[tuple[str, Descriptor]] = []
+    for r in rows:
+        for key in ("remove_dv", "add_dv"):
+            d = r[key]
+            if d and d.get("storageType"):
+                items.append((r["path"], Descriptor.from_dict(d)))
+    loaded = iter(load_deletion_vectors(storage, storage.root, items))
+    missing = [r["path"] for r in rows if r["num_records"] is None]
+    counts = dict(zip(missing, _row_counts(storage, missing), strict=True))
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        before = next(loaded) if r["remove_dv"] and r["remove_dv"].get("storageType") else None
+        after = next(loaded) if r["add_dv"] and r["add_dv"].get("storageType") else None
+        old, new = before or BitMap64(), after or BitMap64()
+        n = r["num_records"] if r["num_records"] is not None else counts[r["path"]]
+        for change, keep in (("delete", new - old), ("insert", old - new)):
+            if len(keep):
+                out.append(
+                    {
+                        "version": r["version"],
+                        "path": r["path"],
+                        "size": r["size"],
+                        "pv": r["pv"],
+                        "stats": r["stats"],
+                        "dv": _selection_dv(keep, int(n)),
+                        "num_records": int(n),
+                        "change_type": change,
+                    }
+                )
+    return _tasks_from_rows(out)
+
+
+_TASK_SCHEMA = pa.schema(
+    [  # type: ignore[arg-type]
+        pa.field("version", pa.int64()),
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("pv", pa.map_(pa.string(), pa.string())),
+        pa.field("stats", pa.string()),
+        pa.field("dv", _DV_ARROW),
+        pa.field("num_records", pa.int64()),
+        pa.field("change_type", pa.string()),
+    ]
+)
+
+
+def _tasks_from_rows(rows: list[dict[str, Any]]) -> pa.Table:
+    for r in rows:
+        if isinstance(r["pv"], dict):
+            r["pv"] = list(r["pv"].items())
+    return pa.Table.from_pylist(rows, schema=_TASK_SCHEMA)
+
+
+def _conform_tasks(table: pa.Table, with_change_type: bool) -> pa.Table:
+    """Casts a DuckDB result onto the task schema (no change type for change files)."""
+    n = table.num_rows
+    cols: dict[str, Any] = {}
+    for f in _TASK_SCHEMA:
+        if f.name in table.column_names:
+            cols[f.name] = table.column(f.name).cast(f.type)
+        else:
+            cols[f.name] = pa.nulls(n, f.type)
+    out = pa.table(cols, schema=_TASK_SCHEMA)
+    return out if with_change_type else out.drop_columns(["change_type"])
+
+
+# --- synthetic snapshots ------------------------------------------------------------------
+
+
+def _change_metadata(metadata: Metadata, mode: ColumnMappingMode, cdc: bool) -> Metadata:
+    """The table's metadata plus the change columns: constants are partition columns;
+    for change files ``_change_type`` is a data column stored under its own name."""
+    doc = json.loads(metadata.schema_string)
+    ids = [int(f.metadata.get("delta.columnMapping.id", 0) or 0) for f in metadata.schema]
+    next_id = max(ids, default=0) + 1
+    for name in CHANGE_COLUMNS:
+        md: dict[str, Any] = {}
+        if mode != "none":
+            md = {"delta.columnMapping.id": next_id, "delta.columnMapping.physicalName": name}
+            next_id += 1
+        doc["fields"].append(
+            {"name": name, "type": _CHANGE_DELTA_TYPES[name], "nullable": True, "metadata": md}
+        )
+    extra = CHANGE_COLUMNS[1:] if cdc else CHANGE_COLUMNS
+    return Metadata(
+        id=metadata.id,
+        schema_string=json.dumps(doc),
+        partition_columns=(*metadata.partition_columns, *extra),
+        configuration=metadata.configuration,
+    )
+
+
+def _layers(tasks: pa.Table) -> list[pa.Table]:
+    """Splits tasks so that no file appears twice in one part (engines key DVs by file)."""
+    if tasks.num_rows == 0:
+        return []
+    con = internal_connection()
+    try:
+        con.register("_lq_cdf_tasks", tasks)
+        ranked = _table(
+            con.sql(
+                "SELECT *, CAST(row_number() OVER (PARTITION BY path ORDER BY version) AS BIGINT) "
+                "- 1 AS _layer FROM _lq_cdf_tasks"
+            ).to_arrow_table()
+        )
+    finally:
+        con.close()
+    layer = ranked.column("_layer")
+    count = int(pc.max(layer).as_py()) + 1
+    return [
+        ranked.filter(pc.equal(layer, pa.scalar(i, pa.int64()))).drop_columns(["_layer"])
+        for i in range(count)
+    ]
+
+
+def _files_table(
+    tasks: pa.Table,
+    metadata: Metadata,
+    protocol: Protocol,
+    times: dict[int, int],
+) -> pa.Table:
+    """Tasks as rows of ``Snapshot.files()`` (replay's columns, typed partition values)."""
+    n = tasks.num_rows
+    specs = [
+        (name, key, t)
+        for name, key, t in partition_specs(metadata, protocol)
+        if name not in CHANGE_COLUMNS
+    ]
+    parts = partition_struct(tasks.column("pv"), specs) if specs else None
+    versions = tasks.column("version").combine_chunks()
+    ms = pa.array([times[int(v or 0)] for v in versions.to_pylist()], pa.int64())
+    raw: list[Any] = [parts.field(i) for i in range(len(specs))] if parts is not None else []
+    extra = [c for c in metadata.partition_columns if c in CHANGE_COLUMNS]
+    for name in extra:
+        if name == CHANGE_TYPE:
+            raw.append(tasks.column("change_type").combine_chunks())
+        elif name == COMMIT_VERSION:
+            raw.append(versions)
+        else:
+            us = pc.multiply(ms, pa.scalar(1000, pa.int64()))
+            raw.append(us.cast(pa.timestamp("us", tz="UTC")))
+    cols: dict[str, Any] = {
+        "path": tasks.column("path"),
+        "size": tasks.column("size"),
+        "modification_time": pa.nulls(n, pa.int64()),
+        "num_records": tasks.column("num_records"),
+        "stats": tasks.column("stats"),
+        "deletion_vector": tasks.column("dv"),
+        "base_row_id": pa.nulls(n, pa.int64()),
+        "default_row_commit_version": pa.nulls(n, pa.int64()),
+        "tags": pa.nulls(n, pa.map_(pa.string(), pa.string())),
+    }
+    for i, arr in enumerate(raw):
+        cols[f"partition_raw_{i}"] = arr
+    return pa.table(cols)
+
+
+# --- the public object --------------------------------------------------------------------
+
+
+class ChangeScan:
+    """The planned change feed of a range of versions; read it like a
+    :class:`~lakequery.scan.Scan`.
+
+    Rows come in no particular order (sort by ``_commit_version`` when order matters).
+
+    Attributes:
+        starting_version: first version of the range.
+        ending_version: last version of the range (inclusive).
+        columns: the output columns, in order.
+        scans: the underlying scans (one per group of files read together).
+    """
+
+    def __init__(self, start: int, end: int, scans: list[Scan], columns: list[str]) -> None:
+        self.starting_version = start
+        self.ending_version = end
+        self.scans = scans
+        self.columns = columns
+
+    def __repr__(self) -> str:
+        return (
+            f"ChangeScan(versions={self.starting_version}..{self.ending_version}, "
+            f"columns={self.columns!r})"
+        )
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The Arrow schema of the rows (table columns, then the change columns)."""
+        return self.scans[0].output_schema
+
+    @property
+    def num_files(self) -> int:
+        """How many data or change files the feed reads (after pruning by the filter)."""
+        return sum(s.plan().num_files for s in self.scans)
+
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """Streams the changes as Arrow record batches, one underlying scan at a time."""
+        schema = self.output_schema
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for scan in self.scans:
+                if scan.plan().num_files:
+                    for batch in scan.to_arrow_reader():
+                        yield batch if batch.schema == schema else batch.cast(schema)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def to_arrow(self) -> pa.Table:
+        """Reads the changes into one Arrow table."""
+        return self.to_arrow_reader().read_all()
+
+    def to_duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
+        """A lazy DuckDB relation: the scans' relations combined with ``UNION ALL``.
+
+        Args:
+            con: the connection to build the relation on (a new one when None).
+        """
+        if con is None:
+            con = duckdb.connect()
+        live = [s for s in self.scans if s.plan().num_files] or self.scans[:1]
+        rels = [s.to_duckdb(con) for s in live]
+        out = rels[0]
+        for rel in rels[1:]:
+            out = out.union(rel)
+        return out
+
+    def to_polars(self) -> pl.LazyFrame:
+        """A Polars LazyFrame concatenating the scans' frames."""
+        import polars as pl
+
+        live = [s for s in self.scans if s.plan().num_files] or self.scans[:1]
+        frames = [s.to_polars() for s in live]
+        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+
+
+def _resolve_columns(uri: str, metadata: Metadata, columns: Sequence[str] | None) -> list[str]:
+    table_cols = [f.name for f in metadata.schema]
+    if columns is None:
+        return [*table_cols, *CHANGE_COLUMNS]
+    if isinstance(columns, str):
+        raise TypeError("columns must be a sequence of names, not a string")
+    known = {c.lower(): c for c in [*table_cols, *CHANGE_COLUMNS]}
+    out = []
+    for c in columns:
+        name = known.get(c.lower()) if c not in known.values() else c
+        if name is None:
+            from lakequery.errors import PredicateError
+
+            raise PredicateError(c, f"no column {c!r} in the change feed of {uri!r}")
+        out.append(name)
+    return out + [c for c in CHANGE_COLUMNS if c not in out]
+
+
+def changes(
+    dt: DeltaTable,
+    *,
+    starting_version: int | None = None,
+    ending_version: int | None = None,
+    starting_timestamp: datetime | str | None = None,
+    ending_timestamp: datetime | str | None = None,
+    columns: Sequence[str] | None = None,
+    filter: str | pc.Expression | None = None,
+) -> ChangeScan:
+    """Plans the change feed of ``dt`` over a version range; see
+    :meth:`lakequery.DeltaTable.changes` for the arguments."""
+    rng = _resolve_range(dt, starting_version, ending_version, starting_timestamp, ending_timestamp)
+    storage = dt.storage
+    start_state = load_state(storage, rng.start, with_files=False)
+    con = internal_connection()
+    try:
+        _load_actions(con, storage, rng.commits)
+        meta_changes = _metadata_changes(con)
+        metadata, protocol = _check_versions(dt.uri, rng, start_state, meta_changes)
+        singles, pairs, cdc = _file_actions(con, storage.root)
+    finally:
+        con.close()
+    out_columns = _resolve_columns(dt.uri, metadata, columns)
+    times = {c.version: t for c, t in zip(rng.commits, rng.times_ms, strict=True)}
+    data_tasks = pa.concat_tables([_conform_tasks(singles, True), _refine_pairs(storage, pairs)])
+    cdc_tasks = _conform_tasks(cdc, True)
+    mode = _mode(metadata, protocol)
+    scans: list[Scan] = []
+    for tasks, is_cdc in ((data_tasks, False), (cdc_tasks, True)):
+        meta = _change_metadata(metadata, mode, is_cdc)
+        for layer in _layers(tasks):
+            files = _fill_counts(storage, _files_table(layer, meta, protocol, times))
+            scans.append(_scan(storage, rng.end, protocol, meta, files, out_columns, filter))
+    if not scans:
+        meta = _change_metadata(metadata, mode, False)
+        empty = _files_table(_conform_tasks(singles.slice(0, 0), True), meta, protocol, times)
+        scans.append(_scan(storage, rng.end, protocol, meta, empty, out_columns, filter))
+    return ChangeScan(rng.start, rng.end, scans, out_columns)
+
+
+def _scan(
+    storage: Storage,
+    version: int,
+    protocol: Protocol,
+    metadata: Metadata,
+    files: pa.Table,
+    columns: list[str],
+    filter: str | pc.Expression | None,
+) -> Scan:
+    state = TableState(
+        version=version,
+        protocol=protocol,
+        metadata=metadata,
+        files=files,
+        txns={},
+        domains={},
+        segment=None,  # type: ignore[arg-type]
+    )
+    return Snapshot(storage, state).scan(columns=columns, filter=filter)
+
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "ChangeScan",
+    "cdf_enabled",
+    "changes",
+    "non_additive_change",
+]
