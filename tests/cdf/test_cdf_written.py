@@ -1,0 +1,177 @@
+"""Change feeds of tables written here: by deltalake (DELETE / UPDATE / MERGE write
+change files) and by lakequery (appends and overwrites, whose changes come from the
+add and remove actions), compared with deltalake's ``load_cdf`` and by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from cdfkit import CDF, by_version, oracle, rows, simple
+from deltalake import DeltaTable as DeltaRsTable
+from deltalake import write_deltalake
+
+import lakequery as lq
+
+
+def _people(ids: list[int], part: list[str] | None = None) -> pa.Table:
+    data = {
+        "id": pa.array(ids, pa.int64()),
+        "name": [f"n{i}" for i in ids],
+        "score": pa.array([i * 1.5 for i in ids], pa.float64()),
+    }
+    if part is not None:
+        data["region"] = part
+    return pa.table(data)
+
+
+def _commit_actions(root: str, version: int) -> list[str]:
+    path = Path(root) / "_delta_log" / f"{version:020d}.json"
+    return [next(iter(json.loads(line))) for line in path.read_text().splitlines()]
+
+
+def _all_ranges_match(root: str) -> None:
+    latest = lq.DeltaTable(root).snapshot().version
+    for start in range(latest + 1):
+        for end in range(start, latest + 1):
+            ours = lq.DeltaTable(root).changes(starting_version=start, ending_version=end)
+            assert rows(ours.to_arrow()) == rows(oracle(root, start, end)), (start, end)
+    feed = lq.DeltaTable(root).changes(starting_version=0)
+    assert rows(feed.to_duckdb()) == rows(feed.to_arrow())
+    assert rows(feed.to_polars()) == rows(feed.to_arrow())
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_deltalake_dml_change_files(tmp_path: Path, partitioned: bool) -> None:
+    root = str(tmp_path / "t")
+    part = ["eu", "eu", "us", "us", "apac", "eu"] if partitioned else None
+    write_deltalake(
+        root,
+        _people([1, 2, 3, 4, 5, 6], part),
+        partition_by=["region"] if partitioned else None,
+        configuration=CDF,
+    )
+    dt = DeltaRsTable(root)
+    dt.delete("id = 1")
+    dt.update(updates={"name": "'renamed'"}, predicate="id >= 3 AND id <= 4")
+    source = _people([2, 7], ["eu", "us"] if partitioned else None)
+    (
+        dt.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    write_deltalake(root, _people([8], ["us"] if partitioned else None), mode="append")
+    for version in (1, 2, 3):
+        assert "cdc" in _commit_actions(root, version)
+    _all_ranges_match(root)
+    feed = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
+    per = by_version(feed)
+    assert {dict(r)["_change_type"] for r in per[1]} == {"delete"}
+    assert sorted(dict(r)["name"] for r in per[2]) == ["n3", "n4", "renamed", "renamed"]
+    assert {dict(r)["_change_type"] for r in per[3]} == {
+        "update_preimage",
+        "update_postimage",
+        "insert",
+    }
+    assert {(dict(r)["id"], dict(r)["_change_type"]) for r in per[4]} == {(8, "insert")}
+
+
+def test_lakequery_appends_and_overwrites(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    lq.write(root, _people([1, 2]), configuration=CDF)
+    lq.write(root, _people([3]), mode="append")
+    lq.write(root, _people([10, 11]), mode="overwrite")
+    lq.write(root, _people([12]), mode="append")
+    _all_ranges_match(root)
+    feed = lq.DeltaTable(root).changes(starting_version=0).to_arrow()
+    assert simple(feed, "_commit_version", "id", "_change_type") == sorted(
+        [
+            (0, 1, "insert"),
+            (0, 2, "insert"),
+            (1, 3, "insert"),
+            (2, 1, "delete"),
+            (2, 2, "delete"),
+            (2, 3, "delete"),
+            (2, 10, "insert"),
+            (2, 11, "insert"),
+            (3, 12, "insert"),
+        ],
+        key=repr,
+    )
+
+
+def test_lakequery_partitioned_predicate_overwrite(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    lq.write(
+        root,
+        _people([1, 2, 3], ["eu", "us", "us"]),
+        partition_by=["region"],
+        configuration=CDF,
+    )
+    lq.write(root, _people([4], ["us"]), mode="overwrite", predicate="region = 'us'")
+    _all_ranges_match(root)
+    one = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
+    assert simple(one, "id", "region", "_change_type") == sorted(
+        [(2, "us", "delete"), (3, "us", "delete"), (4, "us", "insert")], key=repr
+    )
+
+
+def test_copy_on_write_overwrite_emits_copied_rows(tmp_path: Path) -> None:
+    """A row-level predicate overwrite rewrites files without change files: the digest's
+    rule 2 reports the copied rows as deleted and inserted again."""
+    root = str(tmp_path / "t")
+    lq.write(root, _people([1, 2, 3]), configuration=CDF)
+    lq.write(root, _people([5]), mode="overwrite", predicate="id >= 2")
+    _all_ranges_match(root)
+    one = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
+    assert simple(one, "id", "_change_type") == sorted(
+        [(1, "delete"), (2, "delete"), (3, "delete"), (1, "insert"), (5, "insert")], key=repr
+    )
+
+
+def test_column_mapping_name_mode(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    conf = {**CDF, "delta.columnMapping.mode": "name"}
+    lq.write(root, _people([1, 2], ["eu", "us"]), partition_by=["region"], configuration=conf)
+    lq.write(root, _people([3], ["eu"]), mode="append")
+    lq.write(root, _people([4], ["us"]), mode="overwrite", predicate="region = 'us'")
+    feed = lq.DeltaTable(root).changes(starting_version=0)
+    expected = sorted(
+        [
+            (0, 1, "n1", "eu", "insert"),
+            (0, 2, "n2", "us", "insert"),
+            (1, 3, "n3", "eu", "insert"),
+            (2, 2, "n2", "us", "delete"),
+            (2, 4, "n4", "us", "insert"),
+        ],
+        key=repr,
+    )
+    cols = ("_commit_version", "id", "name", "region", "_change_type")
+    assert simple(feed.to_arrow(), *cols) == expected
+    assert simple(feed.to_duckdb().to_arrow_table(), *cols) == expected
+    assert simple(feed.to_polars().collect(), *cols) == expected
+
+
+def test_additive_schema_change_reads_across(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    lq.write(root, _people([1]), configuration=CDF)
+    wider = _people([2]).append_column("extra", pa.array(["x"]))
+    lq.write(root, wider, mode="append", schema_mode="merge")
+    feed = lq.DeltaTable(root).changes(starting_version=0).to_arrow()
+    assert simple(feed, "id", "extra", "_change_type") == [(1, None, "insert"), (2, "x", "insert")]
+
+
+def test_memory_table(tmp_path: Path) -> None:
+    root = "memory://cdf-tests/" + tmp_path.name
+    lq.write(root, _people([1, 2]), configuration=CDF)
+    lq.write(root, _people([3]), mode="overwrite")
+    feed = lq.DeltaTable(root).changes(starting_version=1)
+    assert simple(feed.to_arrow(), "id", "_change_type") == [
+        (1, "delete"),
+        (2, "delete"),
+        (3, "insert"),
+    ]
+    assert rows(feed.to_duckdb()) == rows(feed.to_arrow())
