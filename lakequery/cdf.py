@@ -364,14 +364,54 @@ def _metadata_changes(
 
 
 def _file_sql(action: str, root: str) -> str:
-    a = action
+    a = f"t.{action}"
+    pv = f"{a}.partitionValues"
+    if action == "remove":
+        # partitionValues are optional in a remove: take the file's add within the range
+        pv = (
+            f"coalesce({pv}, (SELECT x.add.partitionValues FROM {_ACTIONS} AS x "
+            f"WHERE x.add IS NOT NULL AND x.version <= t.version AND x.add.path = {a}.path "
+            "ORDER BY x.version DESC LIMIT 1))"
+        )
     return (
         f"SELECT version, {key_sql(f'{a}.path', root)} AS path, {a}.size AS size, "
-        f"{a}.partitionValues AS pv, {a}.stats AS stats, {a}.deletionVector AS dv, "
+        f"{pv} AS pv, {a}.stats AS stats, {a}.deletionVector AS dv, "
         f"TRY_CAST(json_extract_string({a}.stats, '$.numRecords') AS BIGINT) AS num_records "
-        f"FROM {_ACTIONS} WHERE {a} IS NOT NULL AND coalesce({a}.dataChange, true) "
+        f"FROM {_ACTIONS} AS t WHERE {a} IS NOT NULL AND coalesce({a}.dataChange, true) "
         f"AND version NOT IN (SELECT version FROM {_ACTIONS} WHERE cdc IS NOT NULL)"
     )
+
+
+def _fill_partition_values(
+    storage: Storage, tasks: pa.Table, start: int, metadata: Metadata, protocol: Protocol
+) -> pa.Table:
+    """Partition values of removes that carry none and whose add is before the range,
+    from the live files of version ``start - 1`` (rare: old writers only)."""
+    specs = partition_specs(metadata, protocol)
+    missing = pc.is_null(tasks.column("pv"))
+    if not specs or tasks.num_rows == 0 or not pc.any(missing).as_py():
+        return tasks
+    files = load_state(storage, start - 1).files if start > 0 else pa.table({"path": []})
+    index = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+    raws = [
+        pc.cast(files.column(f"partition_raw_{k}"), pa.string()).to_pylist()
+        for k in range(len(specs))
+        if files.num_rows
+    ]
+    pvs = tasks.column("pv").to_pylist()
+    paths = tasks.column("path").to_pylist()
+    for j in [int(x or 0) for x in pc.indices_nonzero(missing).to_pylist()]:
+        i = index.get(paths[j])
+        if i is None:
+            raise CorruptLogError(
+                storage.join("_delta_log"),
+                f"a remove of {paths[j]!r} has no partitionValues and no add of it was found",
+            )
+        pvs[j] = [
+            (key, raws[k][i]) for k, (_, key, _) in enumerate(specs) if raws[k][i] is not None
+        ]
+    col = tasks.schema.get_field_index("pv")
+    return tasks.set_column(col, "pv", pa.array(pvs, tasks.schema.field("pv").type))
 
 
 def _file_actions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -741,6 +781,7 @@ def changes(
     out_columns = _resolve_columns(dt.uri, metadata, columns)
     times = {c.version: t for c, t in zip(rng.commits, rng.times_ms, strict=True)}
     data_tasks = pa.concat_tables([_conform_tasks(singles, True), _refine_pairs(storage, pairs)])
+    data_tasks = _fill_partition_values(storage, data_tasks, rng.start, metadata, protocol)
     cdc_tasks = _conform_tasks(cdc, True)
     mode = _mode(metadata, protocol)
     scans: list[Scan] = []

@@ -5,6 +5,7 @@ add and remove actions), compared with deltalake's ``load_cdf`` and by hand."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -175,3 +176,47 @@ def test_memory_table(tmp_path: Path) -> None:
         (3, "insert"),
     ]
     assert rows(feed.to_duckdb()) == rows(feed.to_arrow())
+
+
+def _strip_remove_partition_values(root: str, version: int) -> None:
+    path = Path(root) / "_delta_log" / f"{version:020d}.json"
+    out = []
+    for line in path.read_text().splitlines():
+        action = json.loads(line)
+        if "remove" in action:
+            action["remove"].pop("partitionValues", None)
+            action["remove"]["extendedFileMetadata"] = False
+        out.append(json.dumps(action))
+    path.write_text("\n".join(out) + "\n")
+
+
+def test_removes_without_partition_values(tmp_path: Path) -> None:
+    """Old writers left partitionValues out of removes: they come from the file's add,
+    in the range or, before it, from the live files of the version before the range."""
+    root = str(tmp_path / "t")
+    lq.write(root, _people([1, 2], ["eu", "us"]), partition_by=["region"], configuration=CDF)
+    lq.write(root, _people([3], ["us"]), mode="append")
+    lq.write(root, _people([4], ["us"]), mode="overwrite", predicate="region = 'us'")
+    _strip_remove_partition_values(root, 2)
+    log = (Path(root) / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+    assert all('"partitionValues"' not in line for line in log if '"remove"' in line)
+    expected = sorted([(2, "us", "delete"), (3, "us", "delete"), (4, "us", "insert")], key=repr)
+    for start in (0, 1, 2):
+        feed = lq.DeltaTable(root).changes(starting_version=start).to_arrow()
+        at2 = feed.filter(pa.compute.equal(feed.column("_commit_version"), 2))
+        assert simple(at2, "id", "region", "_change_type") == expected, start
+
+
+def test_filter_on_commit_timestamp(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    lq.write(root, _people([1]), configuration=CDF)
+    lq.write(root, _people([2]), mode="append")
+    for version, sec in ((0, 1_800_000_000), (1, 1_800_000_100)):
+        p = Path(root) / "_delta_log" / f"{version:020d}.json"
+        os.utime(p, (sec, sec))
+    feed = lq.DeltaTable(root).changes(
+        starting_version=0, filter="_commit_timestamp > TIMESTAMP '2027-01-15 08:01:00+00:00'"
+    )
+    assert feed.num_files == 1
+    assert simple(feed.to_arrow(), "id") == [(2,)]
+    assert simple(feed.to_duckdb().to_arrow_table(), "id") == [(2,)]
