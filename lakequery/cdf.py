@@ -44,6 +44,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -632,7 +633,10 @@ def _files_table(
     ]
     parts = partition_struct(tasks.column("pv"), specs) if specs else None
     versions = tasks.column("version").combine_chunks()
-    ms = pa.array([times[int(v or 0)] for v in versions.to_pylist()], pa.int64())
+    first = min(times, default=0)
+    by_offset = np.array([times.get(first + i, 0) for i in range(len(times))], dtype=np.int64)
+    offsets = versions.to_numpy(zero_copy_only=False) - first
+    ms = pa.array(by_offset[offsets] if len(offsets) else np.empty(0, np.int64), pa.int64())
     raw: list[Any] = [parts.field(i) for i in range(len(specs))] if parts is not None else []
     extra = [c for c in metadata.partition_columns if c in CHANGE_COLUMNS]
     for name in extra:
