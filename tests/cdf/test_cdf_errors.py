@@ -59,6 +59,9 @@ def test_cdf_enabled_later_and_disabled_again(tmp_path: Path) -> None:
         dt.changes(starting_version=1, ending_version=2)
     feed = dt.changes(starting_version=2, ending_version=3).to_arrow()
     assert simple(feed, "id", "_change_type", "_commit_version") == [(3, "insert", 3)]
+    only_properties = dt.changes(starting_version=2, ending_version=2)  # no file actions
+    assert only_properties.to_arrow().num_rows == 0
+    assert only_properties.to_duckdb().to_arrow_table().num_rows == 0
     with pytest.raises(lq.ChangeDataFeedError, match=r"versions 4\.\.5"):
         dt.changes(starting_version=3)
     with pytest.raises(lq.ChangeDataFeedError, match=r"versions 4\.\.4"):
