@@ -599,6 +599,8 @@ def _layers(tasks: pa.Table) -> list[pa.Table]:
     """Splits tasks so that no file appears twice in one part (engines key DVs by file)."""
     if tasks.num_rows == 0:
         return []
+    if pc.count_distinct(tasks.column("path")).as_py() == tasks.num_rows:
+        return [tasks]  # the common case: every file once
     con = internal_connection()
     try:
         con.register("_lq_cdf_tasks", tasks)

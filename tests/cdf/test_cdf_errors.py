@@ -169,3 +169,19 @@ def test_missing_commit_after_log_cleanup(cdf_table: str) -> None:
     with pytest.raises(lq.VersionNotFoundError):
         dt.changes(starting_version=1)
     assert simple(dt.changes(starting_version=3).to_arrow(), "id") == [(5,)]
+
+
+def test_error_pickles_with_its_fields() -> None:
+    import pickle
+
+    err = lq.ChangeDataFeedError("memory://t", "why", start=1, end=4)
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is lq.ChangeDataFeedError
+    assert (back.uri, back.detail, back.start, back.end, str(back)) == (
+        "memory://t",
+        "why",
+        1,
+        4,
+        str(err),
+    )
+    assert isinstance(back, ValueError)
