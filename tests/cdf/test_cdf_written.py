@@ -165,8 +165,8 @@ def test_additive_schema_change_reads_across(tmp_path: Path) -> None:
     assert simple(feed, "id", "extra", "_change_type") == [(1, None, "insert"), (2, "x", "insert")]
 
 
-def test_memory_table(tmp_path: Path) -> None:
-    root = "memory://cdf-tests/" + tmp_path.name
+def test_memory_table(memory_table_uri: str) -> None:
+    root = memory_table_uri
     lq.write(root, _people([1, 2]), configuration=CDF)
     lq.write(root, _people([3]), mode="overwrite")
     feed = lq.DeltaTable(root).changes(starting_version=1)
