@@ -331,6 +331,9 @@ def _check_versions(
 
 
 def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: list[LogFile]) -> None:
+    """Parses the range's commits into the temp table ``_lq_cdf_actions`` (one row per line:
+    version, add, remove, cdc structs and raw metaData/protocol JSON)."""
+    storage.register_duckdb(con)
     paths = "[" + ", ".join(_lit(storage.duckdb_path(c.path)) for c in commits) + "]"
     sql = (
         f"CREATE OR REPLACE TEMP TABLE {_ACTIONS} AS "
@@ -556,8 +559,9 @@ def _tasks_from_rows(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=_TASK_SCHEMA)
 
 
-def _conform_tasks(table: pa.Table, with_change_type: bool) -> pa.Table:
-    """Casts a DuckDB result onto the task schema (no change type for change files)."""
+def _conform_tasks(table: pa.Table) -> pa.Table:
+    """A DuckDB result cast onto the task schema (columns it lacks, such as the change
+    type of change files, are null)."""
     n = table.num_rows
     cols: dict[str, Any] = {}
     for f in _TASK_SCHEMA:
@@ -565,8 +569,7 @@ def _conform_tasks(table: pa.Table, with_change_type: bool) -> pa.Table:
             cols[f.name] = table.column(f.name).cast(f.type)
         else:
             cols[f.name] = pa.nulls(n, f.type)
-    out = pa.table(cols, schema=_TASK_SCHEMA)
-    return out if with_change_type else out.drop_columns(["change_type"])
+    return pa.table(cols, schema=_TASK_SCHEMA)
 
 
 # --- synthetic snapshots ------------------------------------------------------------------
@@ -577,7 +580,9 @@ def _change_metadata(metadata: Metadata, mode: ColumnMappingMode, cdc: bool) -> 
     for change files ``_change_type`` is a data column stored under its own name."""
     doc = json.loads(metadata.schema_string)
     ids = [int(f.metadata.get("delta.columnMapping.id", 0) or 0) for f in metadata.schema]
-    next_id = max(ids, default=0) + 1
+    # above every id the table ever assigned (nested and dropped columns included)
+    high = int(metadata.configuration.get("delta.columnMapping.maxColumnId") or 0)
+    next_id = max([*ids, high]) + 1
     for name in CHANGE_COLUMNS:
         md: dict[str, Any] = {}
         if mode != "none":
@@ -786,9 +791,9 @@ def changes(
         con.close()
     out_columns = _resolve_columns(dt.uri, metadata, columns)
     times = {c.version: t for c, t in zip(rng.commits, rng.times_ms, strict=True)}
-    data_tasks = pa.concat_tables([_conform_tasks(singles, True), _refine_pairs(storage, pairs)])
+    data_tasks = pa.concat_tables([_conform_tasks(singles), _refine_pairs(storage, pairs)])
     data_tasks = _fill_partition_values(storage, data_tasks, rng.start, metadata, protocol)
-    cdc_tasks = _conform_tasks(cdc, True)
+    cdc_tasks = _conform_tasks(cdc)
     mode = _mode(metadata, protocol)
     scans: list[Scan] = []
     for tasks, is_cdc in ((data_tasks, False), (cdc_tasks, True)):
@@ -798,7 +803,7 @@ def changes(
             scans.append(_scan(storage, rng.end, protocol, meta, files, out_columns, filter))
     if not scans:
         meta = _change_metadata(metadata, mode, False)
-        empty = _files_table(_conform_tasks(singles.slice(0, 0), True), meta, protocol, times)
+        empty = _files_table(_conform_tasks(singles.slice(0, 0)), meta, protocol, times)
         scans.append(_scan(storage, rng.end, protocol, meta, empty, out_columns, filter))
     return ChangeScan(rng.start, rng.end, scans, out_columns)
 
