@@ -58,6 +58,7 @@ from lakequery.errors import (
     ChangeDataFeedError,
     CorruptLogError,
     ObjectNotFoundError,
+    PredicateError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -749,6 +750,8 @@ class ChangeScan:
 
 
 def _resolve_columns(uri: str, metadata: Metadata, columns: Sequence[str] | None) -> list[str]:
+    """Output columns: the requested ones (matched case-insensitively) with the change
+    columns appended unless named; all table columns then the change columns by default."""
     table_cols = [f.name for f in metadata.schema]
     if columns is None:
         return [*table_cols, *CHANGE_COLUMNS]
@@ -759,8 +762,6 @@ def _resolve_columns(uri: str, metadata: Metadata, columns: Sequence[str] | None
     for c in columns:
         name = known.get(c.lower()) if c not in known.values() else c
         if name is None:
-            from lakequery.errors import PredicateError
-
             raise PredicateError(c, f"no column {c!r} in the change feed of {uri!r}")
         out.append(name)
     return out + [c for c in CHANGE_COLUMNS if c not in out]
@@ -824,7 +825,7 @@ def _scan(
         files=files,
         txns={},
         domains={},
-        segment=None,  # type: ignore[arg-type]
+        segment=None,  # type: ignore[arg-type]  # synthetic: no log segment behind it
     )
     return Snapshot(storage, state).scan(columns=columns, filter=filter)
 
