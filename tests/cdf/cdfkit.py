@@ -11,6 +11,8 @@ import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import lakequery as lq
+
 CONFORMANCE = Path("/work/shared/conformance/tables")
 CDF = {"delta.enableChangeDataFeed": "true"}
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -80,3 +82,34 @@ def simple(data: Any, *cols: str) -> list[tuple[Any, ...]]:
     table = _plain(_as_table(data))
     picked = table.select(list(cols)).to_pylist()
     return sorted((tuple(r[c] for c in cols) for r in picked), key=repr)
+
+
+MINUS = {"delete", "update_preimage"}
+PLUS = {"insert", "update_postimage"}
+
+
+def _strip(counter: Counter[tuple[tuple[str, Any], ...]]) -> Counter[tuple[tuple[str, Any], ...]]:
+    return Counter(
+        {tuple(kv for kv in k if not kv[0].startswith("_")): n for k, n in counter.items()}
+    )
+
+
+def check_every_version(root: str) -> None:
+    """Applying each version's changes to the rows before it gives the rows at that
+    version (minus delete/update_preimage, plus insert/update_postimage)."""
+    dt = lq.DeltaTable(root)
+    latest = dt.snapshot().version
+    feed = dt.changes(starting_version=0).to_arrow()
+    state: Counter[tuple[tuple[str, Any], ...]] = Counter()
+    for version in range(latest + 1):
+        at = feed.filter(pc.equal(feed.column("_commit_version"), version))
+        for change_type, n in Counter(at.column("_change_type").to_pylist()).items():
+            assert change_type in MINUS | PLUS, change_type
+            assert n > 0
+        minus = at.filter(pc.is_in(at.column("_change_type"), pa.array(sorted(MINUS))))
+        plus = at.filter(pc.is_in(at.column("_change_type"), pa.array(sorted(PLUS))))
+        removed = _strip(rows(minus))
+        assert not removed - state, f"version {version} deletes rows that were not there"
+        state = state - removed + _strip(rows(plus))
+        table = dt.snapshot(version=version).scan().to_arrow()
+        assert state == _strip(rows(table)), f"version {version}"

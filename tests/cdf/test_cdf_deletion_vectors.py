@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from cdfkit import CDF, oracle, rows, simple
+from cdfkit import CDF, check_every_version, oracle, rows, simple
 
 import lakequery as lq
 from lakequery.dv.writer import DeletionVectorWriter
@@ -84,5 +84,6 @@ def test_dv_rounds_then_remove(tmp_path: Path) -> None:
             assert rows(ours.to_polars()) == rows(ours.to_arrow())
     at3 = simple(oracle(root, 3, 3), "id", "_change_type")
     assert at3 == [(0, "delete"), (2, "delete"), (3, "delete")]  # deltalake: the DV's rows
+    check_every_version(root)
     # the table itself agrees: what is left is the us file
     assert sorted(dt.snapshot().scan().to_arrow().column("id").to_pylist()) == [10, 11, 12]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from cdfkit import CDF, by_version, oracle, rows, simple
+from cdfkit import CDF, by_version, check_every_version, oracle, rows, simple
 from deltalake import DeltaTable as DeltaRsTable
 from deltalake import write_deltalake
 
@@ -68,6 +68,7 @@ def test_deltalake_dml_change_files(tmp_path: Path, partitioned: bool) -> None:
     for version in (1, 2, 3):
         assert "cdc" in _commit_actions(root, version)
     _all_ranges_match(root)
+    check_every_version(root)
     feed = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
     per = by_version(feed)
     assert {dict(r)["_change_type"] for r in per[1]} == {"delete"}
