@@ -45,6 +45,7 @@ def make_session(master: str, driver_memory: str) -> Any:
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
     session = (
         SparkSession.builder.master(master)
         .appName("lakequery-bench-spark-write")

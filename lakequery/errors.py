@@ -178,6 +178,20 @@ class DeletionVectorError(LakeQueryError):
         super().__init__(f"deletion vector {dv} of {data_file}: {reason}")
 
 
+class MergeConflictError(LakeQueryError, ValueError):
+    """MERGE: one target row is matched by several source rows in an update or delete clause
+    (SQL semantics forbid it; nothing is committed)."""
+
+    def __init__(self, file: str, row: int, matches: int) -> None:
+        self.file = file
+        self.row = row
+        self.matches = matches
+        super().__init__(
+            f"MERGE: target row {row} of {file} is matched by {matches} source rows in an "
+            "update or delete clause; make the source unique on the join keys"
+        )
+
+
 # --- commits ---------------------------------------------------------------------------------
 
 
@@ -319,6 +333,7 @@ __all__ = [
     "DomainMetadataConflictError",
     "InvalidPathError",
     "LakeQueryError",
+    "MergeConflictError",
     "MetadataChangedError",
     "ObjectNotFoundError",
     "PredicateError",

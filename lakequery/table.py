@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     import pyarrow.compute as pc
 
     from lakequery.cdf import ChangeScan
+    from lakequery.commands.change_set import DmlMetrics
+    from lakequery.commands.merge import MergeBuilder
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -59,6 +61,9 @@ class DeltaTable:
 
     def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.storage: Storage = open_storage(uri, storage_options)
+        self.storage_options: dict[str, Any] | None = (
+            dict(storage_options) if storage_options is not None else None
+        )
 
     @property
     def uri(self) -> str:
@@ -140,6 +145,141 @@ class DeltaTable:
             4
         """
         return write_checkpoint(self.storage)
+
+    # -- DML ------------------------------------------------------------------------------------
+    def delete(
+        self,
+        predicate: str | None = None,
+        *,
+        copy_on_write: bool = False,
+        rewrite_threshold: float | None = None,
+    ) -> DmlMetrics:
+        """Deletes the rows for which ``predicate`` (SQL, DuckDB dialect) is TRUE; every
+        row when None. One commit; no commit when no row matches.
+
+        On tables with ``delta.enableDeletionVectors=true`` (the default for tables
+        lakequery creates) the rows are marked in deletion vectors and no data file is
+        rewritten; otherwise the touched files are rewritten without them. A predicate on
+        partition columns only removes whole files without reading them.
+
+        Args:
+            predicate: which rows to delete.
+            copy_on_write: rewrite the touched files even when the table has DVs.
+            rewrite_threshold: with DVs, rewrite a file instead when more than this
+                fraction of its rows would be deleted.
+
+        Returns:
+            :class:`~lakequery.commands.change_set.DmlMetrics` (``.version``, row, file
+            and byte counts).
+
+        Raises:
+            PredicateError: the predicate does not parse or names unknown columns.
+            AppendOnlyError: the table is ``delta.appendOnly``.
+            CommitConflictError: a concurrent commit conflicts (a subclass names it).
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://dt-delete", pa.table({"id": [1, 2, 3]}))
+            >>> lq.DeltaTable("memory://dt-delete").delete("id > 1").num_deleted_rows
+            2
+        """
+        from lakequery.commands.delete import delete
+
+        return delete(
+            self, predicate, copy_on_write=copy_on_write, rewrite_threshold=rewrite_threshold
+        )
+
+    def update(
+        self,
+        predicate: str | None = None,
+        *,
+        set: Mapping[str, str],
+        copy_on_write: bool = False,
+        rewrite_threshold: float | None = None,
+    ) -> DmlMetrics:
+        """Sets columns of the rows for which ``predicate`` is TRUE (every row when None).
+
+        Args:
+            predicate: which rows to update (SQL, DuckDB dialect).
+            set: column -> SQL expression over the row's columns (DuckDB dialect); the
+                value is cast to the column's type.
+            copy_on_write: rewrite the touched files even when the table has DVs.
+            rewrite_threshold: with DVs, rewrite a file instead when more than this
+                fraction of its rows would change.
+
+        Returns:
+            :class:`~lakequery.commands.change_set.DmlMetrics`.
+
+        Raises:
+            PredicateError: an expression or column does not resolve.
+            ConstraintViolationError: an updated row breaks a constraint.
+            UnsupportedFeatureError: the table tracks row ids (updates would change them).
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://dt-update", pa.table({"id": [1, 2], "v": [0, 0]}))
+            >>> lq.DeltaTable("memory://dt-update").update("id = 2", set={"v": "id * 10"}).version
+            1
+        """
+        from lakequery.commands.update import update
+
+        return update(
+            self,
+            predicate,
+            set=set,
+            copy_on_write=copy_on_write,
+            rewrite_threshold=rewrite_threshold,
+        )
+
+    def merge(
+        self,
+        source: Any,
+        *,
+        on: str,
+        source_alias: str = "source",
+        target_alias: str = "target",
+        schema_mode: Literal["merge"] | None = None,
+        copy_on_write: bool = False,
+        rewrite_threshold: float | None = None,
+    ) -> MergeBuilder:
+        """Starts a MERGE of ``source`` into this table; add clauses, then ``execute()``.
+
+        Args:
+            source: Arrow data (table, batches, reader, anything with
+                ``__arrow_c_stream__``), a Polars or pandas DataFrame or a DuckDB relation.
+            on: the join condition in SQL (DuckDB dialect) over both aliases.
+            source_alias: the source's name in expressions.
+            target_alias: the table's name in expressions.
+            schema_mode: ``"merge"`` adds source columns the table lacks (with
+                ``*_all`` clauses) as new nullable columns.
+            copy_on_write: rewrite touched files even when the table has DVs.
+            rewrite_threshold: with DVs, rewrite a file instead when more than this
+                fraction of its rows would change.
+
+        Returns:
+            a :class:`~lakequery.commands.merge.MergeBuilder`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://dt-merge", pa.table({"id": [1, 2], "v": [1, 2]}))
+            >>> dt = lq.DeltaTable("memory://dt-merge")
+            >>> m = (dt.merge(pa.table({"id": [2, 3], "v": [20, 30]}), on="target.id = source.id")
+            ...        .when_matched_update_all().when_not_matched_insert_all().execute())
+            >>> m.num_updated_rows, m.num_inserted_rows
+            (1, 1)
+        """
+        from lakequery.commands.merge import MergeBuilder
+
+        return MergeBuilder(
+            self,
+            source,
+            on=on,
+            source_alias=source_alias,
+            target_alias=target_alias,
+            schema_mode=schema_mode,
+            copy_on_write=copy_on_write,
+            rewrite_threshold=rewrite_threshold,
+        )
 
     def _latest_without_files(self) -> TableState:
         """The latest protocol and metadata, without replaying the live files."""

@@ -100,10 +100,10 @@ def spark() -> Iterator[Any]:
 
     Python workers run this interpreter, so they import this checkout's lakequery.
     """
-    pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
     session = (
         SparkSession.builder.master("local[2]")
         .appName("lakequery-tests")

@@ -41,6 +41,7 @@ from lakequery.dv.bitmap import serialize
 from lakequery.dv.descriptor import Descriptor, new_uuid_path
 from lakequery.dv.files import load_deletion_vectors
 from lakequery.errors import DeletionVectorError, StorageError
+from lakequery.protocol.actions import remove_of
 from lakequery.storage import Storage
 
 #: Serialized bitmaps up to this many bytes are stored inline in the log.
@@ -159,7 +160,7 @@ class DeletionVectorWriter:
             full = len(s.bitmap) >= s.num_records
             if new is None and not full:
                 continue
-            actions.append({"remove": _remove_of(s.add, now_ms)})
+            actions.append({"remove": remove_of(s.add, now_ms)})
             if not full:
                 assert new is not None
                 add = dict(s.add)
@@ -169,19 +170,3 @@ class DeletionVectorWriter:
                 actions.append({"add": add})
         self._staged.clear()
         return actions
-
-
-def _remove_of(add: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    """An extended ``remove`` of a live ``add`` (digest §4.4)."""
-    out: dict[str, Any] = {
-        "path": add["path"],
-        "deletionTimestamp": now_ms,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": dict(add.get("partitionValues") or {}),
-        "size": add.get("size"),
-    }
-    for key in ("deletionVector", "baseRowId", "defaultRowCommitVersion", "stats", "tags"):
-        if add.get(key) is not None:
-            out[key] = add[key]
-    return out

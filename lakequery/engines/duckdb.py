@@ -137,6 +137,11 @@ class _Branch:
     hive: bool = False  # partition columns come from the (verified) Hive directory names
 
 
+#: With ``row_ids=True`` every row also carries where it is stored: the file (its index in
+#: the scan plan's files) and its physical position.
+ROW_FILE_COLUMN = "__lq_file"
+ROW_NUMBER_COLUMN = "__lq_row"
+
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
 _ROW_KEY_SPAN = 1 << 32
 
@@ -153,9 +158,13 @@ def _remember(key: tuple[str, ...], types: dict[str, str] | None) -> None:
 
 
 class _Builder:
-    def __init__(self, scan: Scan, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, scan: Scan, con: duckdb.DuckDBPyConnection, row_ids: bool = False) -> None:
         self.scan = scan
         self.con = con
+        self.row_ids = row_ids
+        self.plan_index = (
+            {loc: i for i, loc in enumerate(scan.plan().location_list)} if row_ids else {}
+        )
         self.storage = scan.snapshot.storage
         self.mode: ColumnMappingMode = scan.snapshot.column_mapping_mode
         self.specs = column_specs(scan)
@@ -240,7 +249,7 @@ class _Builder:
             options += f", hive_partitioning=true, hive_types={{{types}}}"
         else:
             options += ", hive_partitioning=false"
-        if branch.deletion_vectors:
+        if branch.deletion_vectors or self.row_ids:
             options += ", file_row_number=true"
         source = f"read_parquet({files}, {options})"
         actual: dict[str, str] = self.shared_types or {}
@@ -254,6 +263,13 @@ class _Builder:
             )
             or "1 AS _lq_dummy"
         )
+        if self.row_ids:
+            # file_index counts the branch's own files; map it to the plan's numbering
+            numbers = ", ".join(str(self.plan_index[loc]) for loc in branch.locations)
+            select += (
+                f", CAST(([{numbers}])[CAST(d.file_index AS BIGINT) + 1] AS BIGINT) AS {ROW_FILE_COLUMN}, "
+                f"CAST(d.file_row_number AS BIGINT) AS {ROW_NUMBER_COLUMN}"
+            )
         sql = f"SELECT {select} FROM {source} AS d"
         if joined:
             sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"
@@ -293,9 +309,13 @@ def _branches(
 
 
 def duckdb_relation(
-    scan: Scan, con: duckdb.DuckDBPyConnection | None = None
+    scan: Scan, con: duckdb.DuckDBPyConnection | None = None, *, row_ids: bool = False
 ) -> duckdb.DuckDBPyRelation:
-    """Builds the scan's relation on ``con`` (a new connection when None)."""
+    """Builds the scan's relation on ``con`` (a new connection when None).
+
+    With ``row_ids`` the relation has two more columns, :data:`ROW_FILE_COLUMN` and
+    :data:`ROW_NUMBER_COLUMN`: the row's file and physical position (what DML marks in
+    deletion vectors)."""
     if con is None:
         con = duckdb.connect()
     # Delta data files never change in place: footers read while planning are reused when
@@ -304,14 +324,24 @@ def duckdb_relation(
     plan = scan.plan()
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
-    builder = _Builder(scan, con)
+    builder = _Builder(scan, con, row_ids)
     specs = builder.specs
     partition_names = [s.name for s in specs if s.partition]
     groups = file_groups(plan, partition_names)
     out_cols = ", ".join(quote_ident(c) for c in scan.columns)
+    if row_ids:
+        out_cols = ", ".join(filter(None, (out_cols, ROW_FILE_COLUMN, ROW_NUMBER_COLUMN)))
     if not groups:
         empty = ", ".join(
-            f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs
+            [f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs]
+            + (
+                [
+                    f"CAST(NULL AS BIGINT) AS {ROW_FILE_COLUMN}",
+                    f"CAST(NULL AS BIGINT) AS {ROW_NUMBER_COLUMN}",
+                ]
+                if row_ids
+                else []
+            )
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
     layout = "literal"

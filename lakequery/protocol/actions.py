@@ -8,7 +8,8 @@ checkpoint lacks become NULL). Everything downstream sees only this shape.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 DV_FIELDS: tuple[tuple[str, str], ...] = (
     ("storageType", "VARCHAR"),
@@ -126,3 +127,30 @@ def json_structure(*, slim: bool = False) -> str:
     if slim:
         return json.dumps({name: _structure(_SLIM_FIELDS) for name in ("add", "remove")})
     return json.dumps({name: _structure(fields) for name, fields in ACTIONS.items()})
+
+
+def remove_of(add: Mapping[str, object], now_ms: int) -> dict[str, object]:
+    """The extended ``remove`` action (digest §4.4) that retires a live ``add`` (JSON form).
+
+    Example:
+        >>> remove_of({"path": "a.parquet", "size": 3, "partitionValues": {},
+        ...            "stats": '{"numRecords":1}'}, 5)["deletionTimestamp"]
+        5
+    """
+    out: dict[str, object] = {
+        "path": add["path"],
+        "deletionTimestamp": now_ms,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": dict(add.get("partitionValues") or {}),  # type: ignore[call-overload]
+        "size": add.get("size"),
+    }
+    for key in ("deletionVector", "baseRowId", "defaultRowCommitVersion", "stats", "tags"):
+        if add.get(key) is not None:
+            out[key] = add[key]
+    return out
+
+
+def total_records(adds: Iterable[Mapping[str, Any]]) -> int:
+    """The sum of ``stats.numRecords`` over ``add`` actions (JSON form) that have stats."""
+    return sum(int(json.loads(a["stats"]).get("numRecords") or 0) for a in adds if a.get("stats"))

@@ -98,6 +98,13 @@ class TableProperties:
         return parse_bool(self._get("delta.enableDeletionVectors"))
 
     @property
+    def change_data_feed(self) -> bool:
+        """``delta.enableChangeDataFeed`` (or its legacy name ``delta.enableChangeDataCapture``)."""
+        return parse_bool(
+            self._get("delta.enableChangeDataFeed") or self._get("delta.enableChangeDataCapture")
+        )
+
+    @property
     def string_prefix_length(self) -> int:
         return int(self._get("delta.dataSkippingStringPrefixLength") or 32)
 

@@ -36,6 +36,11 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from lakequery.commands.file_actions import (
+    only_partition_columns,
+    partition_match,
+    remove_actions,
+)
 from lakequery.errors import (
     LakeQueryError,
     SchemaError,
@@ -43,6 +48,7 @@ from lakequery.errors import (
     TableNotFoundError,
 )
 from lakequery.metadata import Metadata
+from lakequery.protocol.actions import total_records
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
 from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
@@ -72,6 +78,8 @@ _MODE_NAMES = {
 }
 #: Creation-time pseudo-properties: they shape the protocol and are not stored.
 _PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
+#: Table property that lets DML write deletion vectors; on by default for new tables.
+DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
 _ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
 _ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -363,6 +371,9 @@ def _plan_create(
 ) -> WritePlan:
     delta_schema = from_arrow_schema(schema)
     parts = _check_partition_columns(delta_schema, partition_by or ())
+    # DELETE/UPDATE/MERGE mark rows in deletion vectors instead of rewriting files; new
+    # tables opt in unless the configuration says otherwise (documented default).
+    stored = {DELETION_VECTORS_KEY: "true", **stored}
     plan.metadata = _new_table_metadata(
         delta_schema, parts, stored, name=name, description=description
     )
@@ -422,17 +433,6 @@ def _with_predicate_constraint(plan: WritePlan) -> WritePlan:
 # -- commit -------------------------------------------------------------------------------------
 
 
-def _stat_rows(adds: Sequence[Mapping[str, Any]]) -> int:
-    import json
-
-    total = 0
-    for a in adds:
-        stats = a.get("stats")
-        if stats:
-            total += int(json.loads(stats).get("numRecords") or 0)
-    return total
-
-
 def _removes_for_overwrite(
     plan: WritePlan, txn: Transaction
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -443,7 +443,7 @@ def _removes_for_overwrite(
     if plan.predicate is None:
         txn.read_whole_table()
         files = snapshot.files()
-        return _removes(snapshot, files, now), []
+        return remove_actions(snapshot, files, now), []
     txn.read_predicate(plan.predicate)
     scan = snapshot.scan(filter=plan.predicate)
     candidates = scan.plan().files
@@ -451,10 +451,10 @@ def _removes_for_overwrite(
     if not candidates.num_rows:
         return [], []
     part = partition_part(plan.predicate, snapshot.partition_columns)
-    exact = part is not None and _only_partition_columns(plan.predicate, snapshot)
+    exact = part is not None and only_partition_columns(plan.predicate, snapshot)
     if exact:
-        files = candidates.filter(_partition_match(candidates, plan.predicate))
-        return _removes(snapshot, files, now), []
+        files = candidates.filter(partition_match(candidates, plan.predicate))
+        return remove_actions(snapshot, files, now), []
     # Rows of the candidate files that do not match stay: copy them into new files.
     keep_sql = f"NOT coalesce(({plan.predicate}), false)"
     import duckdb
@@ -468,7 +468,7 @@ def _removes_for_overwrite(
     keep_state = replace(plan.state, extra_constraints=())
     kept = write_data_files(reader, keep_state)
     con.close()
-    return _removes(snapshot, candidates, now), kept
+    return remove_actions(snapshot, candidates, now), kept
 
 
 def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
@@ -477,60 +477,6 @@ def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
     method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
     reader: pa.RecordBatchReader = method()
     return reader
-
-
-def _only_partition_columns(predicate: str, snapshot: Snapshot) -> bool:
-    from lakequery.protocol.predicates import parse_predicate, referenced_columns
-
-    parts = {c.lower() for c in snapshot.partition_columns}
-    return all(p[0].lower() in parts for p in referenced_columns(parse_predicate(predicate)))
-
-
-def _partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
-    """Exact per-file truth of a partition-only predicate (NULL counts as no match)."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    from lakequery.protocol.predicates import bind, parse_predicate, to_pyarrow
-
-    struct: Any = files.column("partition_values").combine_chunks()
-    values = pa.Table.from_struct_array(struct)
-    expr = to_pyarrow(bind(parse_predicate(predicate), values.schema))
-    out: Any = ds.dataset(values).to_table(columns={"m": expr}).column("m").combine_chunks()
-    result: pa.Array[Any] = pc.fill_null(out, False)  # type: ignore[arg-type]
-    return result
-
-
-def _removes(snapshot: Snapshot, files: pa.Table, now_ms: int) -> list[dict[str, Any]]:
-    """Extended ``remove`` actions (digest §4.4) for rows of ``Snapshot.files()``."""
-    from lakequery.writer.partition_values import serialize_partition_values, uri_encode_path
-
-    specs = snapshot.partition_column_specs()
-    strings: list[tuple[str, list[str | None]]] = []
-    if specs and files.num_rows:
-        parts: Any = files.column("partition_values").combine_chunks()
-        for logical, key, t in specs:
-            strings.append((key, serialize_partition_values(parts.field(logical), t)))
-    out = []
-    for i, row in enumerate(files.to_pylist()):
-        remove: dict[str, Any] = {
-            "path": uri_encode_path(row["path"]),
-            "deletionTimestamp": now_ms,
-            "dataChange": True,
-            "extendedFileMetadata": True,
-            "partitionValues": {key: values[i] for key, values in strings},
-            "size": row["size"],
-        }
-        if row.get("stats"):
-            remove["stats"] = row["stats"]
-        if row.get("deletion_vector"):
-            remove["deletionVector"] = row["deletion_vector"]
-        if row.get("base_row_id") is not None:
-            remove["baseRowId"] = row["base_row_id"]
-        if row.get("default_row_commit_version") is not None:
-            remove["defaultRowCommitVersion"] = row["default_row_commit_version"]
-        out.append(remove)
-    return out
 
 
 def commit_write(
@@ -570,7 +516,7 @@ def commit_write(
         txn.set_app_transaction(plan.app_id, plan.app_version)
     txn.add_files(staged)
     txn.remove_files(removes)
-    rows = _stat_rows(staged)
+    rows = total_records(staged)
     size = sum(int(a.get("size") or 0) for a in staged)
     txn.metrics = {
         "numFiles": len(staged),

@@ -68,6 +68,10 @@ FLUSH_BYTES = 64 * 1024 * 1024
 MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 #: Files open at once; beyond this the oldest open file is finished.
 MAX_OPEN_FILES = 128
+#: The column of change data files that says what happened to a row (digest §13).
+CHANGE_TYPE_COLUMN = "_change_type"
+#: Where change data files live, below the table root.
+CHANGE_DATA_DIR = "_change_data"
 
 WriteInput = Any  # pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[RecordBatch] | ...
 
@@ -246,16 +250,32 @@ class _Writer:
         ]
         self.physical = physical_schema(schema, mode, exclude=parts)
         self.data_schema = pa.schema([state.arrow_schema.field(c) for c in self.data_columns])
+        self.change_data = state.change_data
+        if self.change_data:
+            # Change rows are copies of table rows plus their change type; no statistics.
+            change = pa.field(CHANGE_TYPE_COLUMN, pa.string())
+            self.data_columns.append(CHANGE_TYPE_COLUMN)
+            self.physical = self.physical.append(change)
+            self.data_schema = self.data_schema.append(change)
         props = state.table_properties
-        self.stats_columns = stats_columns(
-            schema,
-            parts,
-            mode,
-            num_indexed_cols=props.num_indexed_cols,
-            explicit=props.stats_columns,
+        self.stats_columns = (
+            []
+            if self.change_data
+            else stats_columns(
+                schema,
+                parts,
+                mode,
+                num_indexed_cols=props.num_indexed_cols,
+                explicit=props.stats_columns,
+            )
         )
         self.prefix_length = props.string_prefix_length
-        self.checker = ConstraintChecker(schema, state.properties(), state.extra_constraints)
+        # Change rows copy rows that were (or become) table rows: nothing to check again.
+        self.checker = (
+            ConstraintChecker(StructType(()), {})
+            if self.change_data
+            else ConstraintChecker(schema, state.properties(), state.extra_constraints)
+        )
         fmt = state.properties().get("delta.parquet.format.version", "1.0.0")
         self.page_version = "2.0" if fmt.startswith("2") else "1.0"
         storage = open_storage(state.table_uri, state.options())
@@ -274,11 +294,20 @@ class _Writer:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="lakequery-stats")
 
     def write(self, batch: pa.RecordBatch) -> None:
+        change_type = None
+        if self.change_data:
+            index = batch.schema.get_field_index(CHANGE_TYPE_COLUMN)
+            if index < 0:
+                raise SchemaError(f"change data rows need a {CHANGE_TYPE_COLUMN!r} column")
+            change_type = batch.column(index).cast(pa.string())
+            batch = batch.remove_column(index)
         batch, missing = conform_batch(
             batch, self.schema, self.state.arrow_schema, self.checker.generated
         )
         if self.checker.active:
             batch = self.checker.apply(batch, missing)
+        if change_type is not None:
+            batch = batch.append_column(CHANGE_TYPE_COLUMN, change_type)
         for f in self.schema.fields:
             _check_nulls(batch.column(f.name), f.type, f.nullable, 0, f.name)
         limit = self.state.max_rows_per_row_group
@@ -340,8 +369,11 @@ class _Writer:
                 for name, value, t in zip(self.part_names, key, self.part_types, strict=True)
             ]
         )
-        name = f"part-00000-{uuid.uuid4()}{self.state.file_suffix}"
+        kind = "cdc" if self.change_data else "part"
+        name = f"{kind}-00000-{uuid.uuid4()}{self.state.file_suffix}"
         relative = f"{directory}/{name}" if directory else name
+        if self.change_data:
+            relative = f"{CHANGE_DATA_DIR}/{relative}"
         path = self.fs_path(self.join(relative))
         self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         sink = self.fs.open_output_stream(path)
@@ -360,18 +392,20 @@ class _Writer:
         out.writer.close()
         size = out.sink.tell()
         out.sink.close()
-        self.adds.append(
-            {
-                "path": uri_encode_path(out.relative),
-                "partitionValues": dict(zip(self.part_names, key, strict=True)),
-                "size": size,
-                "modificationTime": self.now_ms
-                if self.now_ms is not None
-                else int(time.time() * 1000),
-                "dataChange": self.state.data_change,
-                "stats": out.stats.to_json(),
-            }
-        )
+        action: dict[str, Any] = {
+            "path": uri_encode_path(out.relative),
+            "partitionValues": dict(zip(self.part_names, key, strict=True)),
+            "size": size,
+        }
+        if self.change_data:
+            action["dataChange"] = False
+        else:
+            action["modificationTime"] = (
+                self.now_ms if self.now_ms is not None else int(time.time() * 1000)
+            )
+            action["dataChange"] = self.state.data_change
+            action["stats"] = out.stats.to_json()
+        self.adds.append(action)
 
     def finish(self) -> list[dict[str, Any]]:
         for key in list(self.buffers):
@@ -406,7 +440,9 @@ def write_data_files(
 
     Returns:
         ``add`` actions in JSON form (``path``, ``partitionValues``, ``size``,
-        ``modificationTime``, ``dataChange``, ``stats``). Nothing is committed.
+        ``modificationTime``, ``dataChange``, ``stats``); with ``state.change_data``,
+        ``cdc`` actions (``path``, ``partitionValues``, ``size``, ``dataChange``).
+        Nothing is committed.
 
     Raises:
         SchemaMismatchError: The data does not fit the table schema.

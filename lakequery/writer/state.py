@@ -64,6 +64,9 @@ class WriteState:
         max_rows_per_row_group: Upper bound on the rows of one Parquet row group.
         extra_constraints: Further ``(name, SQL)`` rules every written row must satisfy,
             beyond the table's own (e.g. the predicate of an overwrite).
+        change_data: Write change data files (digest §13): the rows carry a
+            ``_change_type`` column, files go under ``_change_data/`` and the result is
+            ``cdc`` actions instead of ``add`` actions.
 
     Example:
         >>> s = '{"type":"struct","fields":[]}'
@@ -82,6 +85,7 @@ class WriteState:
     data_change: bool = True
     max_rows_per_row_group: int = 1 << 20
     extra_constraints: tuple[tuple[str, str], ...] = ()
+    change_data: bool = False
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:

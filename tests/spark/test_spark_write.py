@@ -55,8 +55,10 @@ def lq_rows(uri: str, columns: list[str], **kw: Any) -> list[dict[str, Any]]:
 def deltalake_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     import deltalake
 
-    table = deltalake.DeltaTable(uri).to_pyarrow_table(columns=columns)
-    return rows(table)
+    # QueryBuilder: deltalake's pyarrow reader refuses the deletionVectors reader feature
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+    cols = ", ".join(f'"{c}"' for c in columns)
+    return rows(pa.table(query.execute(f"SELECT {cols} FROM t")))
 
 
 def log_adds(uri: str) -> dict[int, list[dict[str, Any]]]:

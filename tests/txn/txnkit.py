@@ -152,7 +152,10 @@ def deltalake_ids(uri: str, storage_options: Mapping[str, Any] | None = None) ->
 
     opts = polars_options(storage_options) if storage_options else None
     dt = deltalake.DeltaTable(uri, storage_options=opts)
-    ids: list[int] = dt.to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    # deltalake's pyarrow reader refuses the deletionVectors reader feature (on by default
+    # in lakequery's tables); its DataFusion QueryBuilder reads such tables.
+    query = deltalake.QueryBuilder().register("t", dt)
+    ids: list[int] = pa.table(query.execute("SELECT id FROM t")).column("id").to_pylist()
     return sorted(ids)
 
 

@@ -242,6 +242,7 @@ def test_append_only_refuses_overwrite(uri: str) -> None:
 
 def test_check_constraints_enforced(uri: str) -> None:
     config = {
+        **NO_DVS,
         "delta.constraints.positive": "id > 0",
         "delta.constraints.short_name": "length(name) < 4",
     }
@@ -359,19 +360,30 @@ def test_commit_info_fields(uri: str) -> None:
     assert [h["operation"] for h in theirs] == ["WRITE", "WRITE", "CREATE TABLE"]
 
 
+NO_DVS = {"delta.enableDeletionVectors": "false"}
+
+
 @pytest.mark.parametrize(
     ("configuration", "expected"),
     [
-        ({}, (1, 1, None, None)),
-        ({"delta.appendOnly": "true"}, (1, 2, None, None)),
-        ({"delta.constraints.c": "id > 0"}, (1, 3, None, None)),
-        ({"delta.columnMapping.mode": "name"}, (2, 5, None, None)),
+        # deletion vectors are on by default (DML writes them instead of rewriting files)
+        ({}, (3, 7, ("deletionVectors",), ("deletionVectors",))),
+        ({**NO_DVS}, (1, 1, None, None)),
+        ({**NO_DVS, "delta.appendOnly": "true"}, (1, 2, None, None)),
+        ({**NO_DVS, "delta.constraints.c": "id > 0"}, (1, 3, None, None)),
+        ({**NO_DVS, "delta.columnMapping.mode": "name"}, (2, 5, None, None)),
         (
             {"delta.enableDeletionVectors": "true"},
             (3, 7, ("deletionVectors",), ("deletionVectors",)),
         ),
-        ({"delta.enableRowTracking": "true"}, (1, 7, None, ("domainMetadata", "rowTracking"))),
-        ({"delta.enableInCommitTimestamps": "true"}, (1, 7, None, ("inCommitTimestamp",))),
+        (
+            {**NO_DVS, "delta.enableRowTracking": "true"},
+            (1, 7, None, ("domainMetadata", "rowTracking")),
+        ),
+        (
+            {**NO_DVS, "delta.enableInCommitTimestamps": "true"},
+            (1, 7, None, ("inCommitTimestamp",)),
+        ),
     ],
 )
 def test_new_tables_get_the_minimal_protocol(
@@ -399,11 +411,11 @@ def test_feature_pseudo_properties_are_not_stored(uri: str) -> None:
     lakequery.write(
         uri,
         pa.table({"id": [1]}),
-        configuration={"delta.feature.domainMetadata": "supported", "owner": "me"},
+        configuration={**NO_DVS, "delta.feature.domainMetadata": "supported", "owner": "me"},
     )
     snap = lakequery.DeltaTable(uri).snapshot()
     assert snap.protocol == Protocol(1, 7, None, ("domainMetadata",))
-    assert snap.metadata.configuration == {"owner": "me"}
+    assert snap.metadata.configuration == {**NO_DVS, "owner": "me"}
 
 
 # -- inputs, file sizes, checkpoints -----------------------------------------------------------

@@ -1,0 +1,436 @@
+"""MERGE: upsert a source into the table with SQL MERGE clauses, executed in DuckDB.
+
+The source is loaded once into a DuckDB table (spilling when large). The target is read
+with each row's storage position; when there is no ``WHEN NOT MATCHED BY SOURCE`` clause,
+only files whose statistics overlap the source's join keys are read (``target.k =
+source.k`` conjuncts of ``on`` give a min/max range per key), so a small upsert into a
+large table reads a few files. One join, typed by which clause kinds exist, assigns each
+row the first clause whose condition holds (SQL order); the result is the change table
+of :mod:`lakequery.commands.change_set`.
+
+A target row matched by several source rows that reach an update or delete clause raises
+:class:`~lakequery.errors.MergeConflictError` before anything is written.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> uri = "memory://merge-doc"
+    >>> _ = lq.write(uri, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    >>> dt = lq.DeltaTable(uri)
+    >>> src = pa.table({"id": [2, 3, 4], "v": ["B", None, "D"]})
+    >>> m = (dt.merge(src, on="t.id = s.id", source_alias="s", target_alias="t")
+    ...        .when_matched_delete(predicate="s.v IS NULL")
+    ...        .when_matched_update(set={"v": "s.v"})
+    ...        .when_not_matched_insert_all()
+    ...        .execute())
+    >>> m.num_updated_rows, m.num_deleted_rows, m.num_inserted_rows
+    (1, 1, 1)
+    >>> sorted(dt.snapshot().scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    [{'id': 1, 'v': 'a'}, {'id': 2, 'v': 'B'}, {'id': 4, 'v': 'D'}]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from lakequery.commands.change_set import (
+    CHANGE_TABLE,
+    DmlMetrics,
+    Statement,
+    cast_sql,
+    new_value_column,
+    old_value_column,
+)
+from lakequery.commands.update import resolve_assignments, run_change_sql
+from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
+from lakequery.engines.sql_types import quote_ident
+from lakequery.errors import MergeConflictError, PredicateError
+from lakequery.writer.inputs import to_reader
+
+if TYPE_CHECKING:
+    from lakequery.table import DeltaTable
+    from lakequery.writer.state import WriteState
+
+ClauseKind = Literal["matched", "not_matched", "not_matched_by_source"]
+Action = Literal["update", "delete", "insert"]
+_SOURCE_TABLE = "__lq_source"
+_TARGET_VIEW = "__lq_target"
+_SOURCE_MARK = "__lq_src"
+
+
+@dataclass(frozen=True)
+class MergeMetrics(DmlMetrics):
+    """:class:`~lakequery.commands.change_set.DmlMetrics` plus the source's row count.
+
+    Attributes:
+        num_source_rows: rows of the merge source.
+    """
+
+    num_source_rows: int = 0
+
+
+@dataclass(frozen=True)
+class _Clause:
+    kind: ClauseKind
+    action: Action
+    predicate: str | None
+    assignments: Mapping[str, str] | None  # None: every column ("*")
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"actionType": self.action}
+        if self.predicate is not None:
+            out["predicate"] = self.predicate
+        return out
+
+
+class MergeBuilder:
+    """Collects the clauses of one MERGE; :meth:`execute` runs it. Build one with
+    :meth:`lakequery.DeltaTable.merge`. Clauses are evaluated in the order they are added,
+    per kind (matched, not matched, not matched by source), as in SQL MERGE."""
+
+    def __init__(
+        self,
+        table: DeltaTable,
+        source: Any,
+        *,
+        on: str,
+        source_alias: str = "source",
+        target_alias: str = "target",
+        schema_mode: Literal["merge"] | None = None,
+        copy_on_write: bool = False,
+        rewrite_threshold: float | None = None,
+    ) -> None:
+        if schema_mode not in (None, "merge"):
+            raise ValueError("schema_mode must be None or 'merge'")
+        if source_alias.lower() == target_alias.lower():
+            raise ValueError("source_alias and target_alias must differ")
+        self.table = table
+        self.source = source
+        self.on = on
+        self.source_alias = source_alias
+        self.target_alias = target_alias
+        self.schema_mode = schema_mode
+        self.copy_on_write = copy_on_write
+        self.rewrite_threshold = rewrite_threshold
+        self.clauses: list[_Clause] = []
+
+    def _add(self, clause: _Clause) -> MergeBuilder:
+        self.clauses.append(clause)
+        return self
+
+    def when_matched_update(
+        self, set: Mapping[str, str], predicate: str | None = None
+    ) -> MergeBuilder:
+        """``WHEN MATCHED [AND predicate] THEN UPDATE SET col = expr, ...``."""
+        if not set:
+            raise ValueError("when_matched_update needs at least one column in set={...}")
+        return self._add(_Clause("matched", "update", predicate, dict(set)))
+
+    def when_matched_update_all(self, predicate: str | None = None) -> MergeBuilder:
+        """``WHEN MATCHED THEN UPDATE SET *``: every target column the source has."""
+        return self._add(_Clause("matched", "update", predicate, None))
+
+    def when_matched_delete(self, predicate: str | None = None) -> MergeBuilder:
+        """``WHEN MATCHED [AND predicate] THEN DELETE``."""
+        return self._add(_Clause("matched", "delete", predicate, None))
+
+    def when_not_matched_insert(
+        self, values: Mapping[str, str], predicate: str | None = None
+    ) -> MergeBuilder:
+        """``WHEN NOT MATCHED [AND predicate] THEN INSERT (cols) VALUES (exprs)``; columns
+        not given are NULL."""
+        if not values:
+            raise ValueError("when_not_matched_insert needs values={...}")
+        return self._add(_Clause("not_matched", "insert", predicate, dict(values)))
+
+    def when_not_matched_insert_all(self, predicate: str | None = None) -> MergeBuilder:
+        """``WHEN NOT MATCHED THEN INSERT *``: columns by name from the source (NULL where
+        the source lacks one)."""
+        return self._add(_Clause("not_matched", "insert", predicate, None))
+
+    def when_not_matched_by_source_update(
+        self, set: Mapping[str, str], predicate: str | None = None
+    ) -> MergeBuilder:
+        """``WHEN NOT MATCHED BY SOURCE [AND predicate] THEN UPDATE SET ...``."""
+        if not set:
+            raise ValueError("when_not_matched_by_source_update needs set={...}")
+        return self._add(_Clause("not_matched_by_source", "update", predicate, dict(set)))
+
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> MergeBuilder:
+        """``WHEN NOT MATCHED BY SOURCE [AND predicate] THEN DELETE``."""
+        return self._add(_Clause("not_matched_by_source", "delete", predicate, None))
+
+    def execute(self) -> MergeMetrics:
+        """Runs the MERGE as one commit and returns its metrics.
+
+        Raises:
+            MergeConflictError: a target row matched by several source rows in an update
+                or delete clause; nothing is committed.
+            PredicateError: an expression or column that does not resolve.
+            SchemaMismatchError: a value that does not fit its column.
+            CommitConflictError: a concurrent commit conflicts (a subclass names the kind).
+        """
+        if not self.clauses:
+            raise ValueError("a MERGE needs at least one WHEN clause")
+        return _Merge(self).run()
+
+
+def _on_parameters(b: MergeBuilder) -> dict[str, Any]:
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for c in b.clauses:
+        by_kind.setdefault(c.kind, []).append(c.describe())
+    return {
+        "predicate": b.on,
+        "matchedPredicates": json.dumps(by_kind.get("matched", [])),
+        "notMatchedPredicates": json.dumps(by_kind.get("not_matched", [])),
+        "notMatchedBySourcePredicates": json.dumps(by_kind.get("not_matched_by_source", [])),
+    }
+
+
+class _Merge:
+    def __init__(self, b: MergeBuilder) -> None:
+        self.b = b
+        self.s = quote_ident(b.source_alias)
+        self.t = quote_ident(b.target_alias)
+
+    def run(self) -> MergeMetrics:
+        b = self.b
+        table = b.table
+        snapshot = table.snapshot()
+        with Statement(
+            table.storage,
+            snapshot,
+            operation="MERGE",
+            parameters=_on_parameters(b),
+            copy_on_write=b.copy_on_write,
+            rewrite_threshold=b.rewrite_threshold,
+            storage_options=table.storage_options,
+        ) as st:
+            self.st = st
+            if any(c.action == "update" for c in b.clauses):
+                st.refuse_on_row_tracking("MERGE ... UPDATE")
+            con = st.con
+            con.register("__lq_source_stream", to_reader(b.source))
+            con.execute(f"CREATE TEMP TABLE {_SOURCE_TABLE} AS SELECT * FROM __lq_source_stream")
+            con.unregister("__lq_source_stream")
+            source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]
+            state = self._write_state(source_columns)
+            st.target(self._pruning_filter(source_columns), name=_TARGET_VIEW)
+            run_change_sql(st, self._change_sql(source_columns, state), b.on)
+            self._check_duplicate_matches()
+            ((num_source,),) = con.sql(f"SELECT count(*) FROM {_SOURCE_TABLE}").fetchall()
+            metrics = st.commit_changes(
+                state=state,
+                metric_names={
+                    "deleted": "numTargetRowsDeleted",
+                    "updated": "numTargetRowsUpdated",
+                    "inserted": "numTargetRowsInserted",
+                    "copied": "numTargetRowsCopied",
+                },
+                extra_metrics={"numSourceRows": int(num_source)},
+            )
+            return MergeMetrics(**vars(metrics), num_source_rows=int(num_source))
+
+    # -- schema ------------------------------------------------------------------------------
+    def _write_state(self, source_columns: list[str]) -> WriteState:
+        """The table's write state; with ``schema_mode="merge"`` and an ``*`` clause, new
+        source columns are added to the table (nullable) in this commit."""
+        st, b = self.st, self.b
+        known = {n.lower() for n in st.snapshot.schema.names}
+        new = [c for c in source_columns if c.lower() not in known and c != _SOURCE_MARK]
+        star = any(c.assignments is None and c.action != "delete" for c in b.clauses)
+        if b.schema_mode != "merge" or not star or not new:
+            return st.state
+        from lakequery.writer.api import plan_write
+
+        types = dict(
+            zip(
+                source_columns,
+                st.con.sql(f"SELECT * FROM {_SOURCE_TABLE} LIMIT 0").to_arrow_table().schema.types,
+                strict=True,
+            )
+        )
+        wanted = pa.schema(
+            list(st.snapshot.schema) + [pa.field(c, types[c], nullable=True) for c in new]
+        )
+        plan = plan_write(
+            b.table,
+            wanted,
+            mode="append",
+            schema_mode="merge",
+            storage_options=b.table.storage_options,
+        )
+        if plan.metadata is not None:
+            st.txn.set_metadata(plan.metadata)
+        if plan.protocol is not None:
+            st.txn.set_protocol(plan.protocol)
+        assert plan.state is not None
+        return plan.state
+
+    # -- pruning -----------------------------------------------------------------------------
+    def _pruning_filter(self, source_columns: list[str]) -> str | None:
+        """A target filter from ``target.k = source.e`` conjuncts of ``on``: k between the
+        min and max of the source keys. None when not-matched-by-source clauses need every
+        target row, or ``on`` gives no such conjunct."""
+        from lakequery.protocol.predicates import (
+            And,
+            Column,
+            Compare,
+            format_predicate,
+            parse_predicate,
+        )
+        from lakequery.protocol.predicates import Literal as Lit
+
+        b = self.b
+        if any(c.kind == "not_matched_by_source" for c in b.clauses):
+            return None
+        try:
+            on = parse_predicate(b.on)
+        except PredicateError:
+            return None  # DuckDB syntax lakequery's predicate language lacks: no pruning
+        conjuncts = on.items if isinstance(on, And) else (on,)
+        target_cols = {n.lower(): n for n in self.st.snapshot.schema.names}
+        source_cols = {n.lower(): n for n in source_columns}
+        ta, sa = b.target_alias.lower(), b.source_alias.lower()
+        bounds = []
+        for c in conjuncts:
+            if not (isinstance(c, Compare) and c.op == "=" and isinstance(c.left, Column)):
+                continue
+            if not isinstance(c.right, Column):
+                continue
+            sides = {c.left.path[0].lower(): c.left.path, c.right.path[0].lower(): c.right.path}
+            t_path, s_path = sides.get(ta), sides.get(sa)
+            if t_path is None or s_path is None or len(t_path) != 2 or len(s_path) != 2:
+                continue
+            t_col, s_col = target_cols.get(t_path[1].lower()), source_cols.get(s_path[1].lower())
+            if t_col is None or s_col is None:
+                continue
+            q = quote_ident(s_col)
+            row = self.st.con.sql(f"SELECT min({q}) AS lo, max({q}) AS hi FROM {_SOURCE_TABLE}")
+            lo_hi = row.to_arrow_table()
+            lo, hi = lo_hi.column("lo")[0], lo_hi.column("hi")[0]
+            if not lo.is_valid:
+                continue
+            col = Column((t_col,))
+            bounds.append(
+                And(
+                    (
+                        Compare(">=", col, Lit(lo.as_py(), lo.type)),
+                        Compare("<=", col, Lit(hi.as_py(), hi.type)),
+                    )
+                )
+            )
+        if not bounds:
+            return None
+        return format_predicate(bounds[0] if len(bounds) == 1 else And(tuple(bounds)))
+
+    # -- the change table ----------------------------------------------------------------------
+    def _join(self) -> str:
+        kinds = {c.kind for c in self.b.clauses}
+        inserts = "not_matched" in kinds
+        by_source = "not_matched_by_source" in kinds
+        join = {
+            (True, True): "FULL OUTER JOIN",
+            (True, False): "RIGHT JOIN",
+            (False, True): "LEFT JOIN",
+            (False, False): "JOIN",
+        }[(inserts, by_source)]
+        return (
+            f"{_TARGET_VIEW} AS {self.t} {join} "
+            f"(SELECT *, true AS {_SOURCE_MARK} FROM {_SOURCE_TABLE}) AS {self.s} ON ({self.b.on})"
+        )
+
+    def _clause_case(self) -> str:
+        matched = f"{self.t}.{ROW_FILE_COLUMN} IS NOT NULL AND {self.s}.{_SOURCE_MARK}"
+        arms = {
+            "matched": matched,
+            "not_matched": f"{self.t}.{ROW_FILE_COLUMN} IS NULL",
+            "not_matched_by_source": f"{self.s}.{_SOURCE_MARK} IS NULL",
+        }
+        branches = []
+        for kind, when in arms.items():
+            inner = " ".join(
+                f"WHEN ({c.predicate or 'true'}) THEN {i}"
+                for i, c in enumerate(self.b.clauses)
+                if c.kind == kind
+            )
+            if inner:
+                branches.append(f"WHEN {when} THEN (CASE {inner} END)")
+        return f"CASE {' '.join(branches)} END"
+
+    def _values(self, clause: _Clause, column: str, source_columns: dict[str, str]) -> str:
+        """The new value of ``column`` for a row that ``clause`` updates or inserts."""
+        t_col = f"{self.t}.{quote_ident(column)}"
+        old = t_col if column.lower() in self.known else "NULL"
+        if clause.assignments is None:  # UPDATE SET * / INSERT *
+            src = source_columns.get(column.lower())
+            if src is not None:
+                return f"{self.s}.{quote_ident(src)}"
+            return old if clause.action == "update" else "NULL"
+        if column in clause.assignments:
+            return clause.assignments[column]
+        return old if clause.action == "update" else "NULL"
+
+    def _change_sql(self, source_columns: list[str], state: WriteState) -> str:
+        st, b = self.st, self.b
+        schema = state.arrow_schema
+        self.known = {n.lower() for n in st.snapshot.schema.names}
+        by_name = {c.lower(): c for c in source_columns if c != _SOURCE_MARK}
+        clauses = [
+            _Clause(
+                c.kind,
+                c.action,
+                c.predicate,
+                None
+                if c.assignments is None
+                else resolve_assignments(c.assignments, schema, alias=b.target_alias),
+            )
+            for c in b.clauses
+        ]
+        kind = " ".join(f"WHEN {i} THEN '{c.action}'" for i, c in enumerate(clauses))
+        columns = []
+        for n, name in enumerate(schema.names):
+            arms = " ".join(
+                f"WHEN {i} THEN {self._values(c, name, by_name)}"
+                for i, c in enumerate(clauses)
+                if c.action != "delete"
+            )
+            value = f"CASE __lq_clause {arms} END" if arms else "NULL"
+            columns.append(f"{cast_sql(value, schema.field(name).type)} AS {new_value_column(n)}")
+        old = ""
+        if st.change_data_feed:
+            old = "".join(
+                f", {self.t}.{quote_ident(c)} AS {old_value_column(i)}"
+                for i, c in enumerate(st.read_columns)
+            )
+        select = (
+            f"SELECT {self._clause_case()} AS __lq_clause, "
+            f"CASE __lq_clause {kind} END AS __lq_kind, "
+            f"{self.t}.{ROW_FILE_COLUMN} AS {ROW_FILE_COLUMN}, "
+            f"{self.t}.{ROW_NUMBER_COLUMN} AS {ROW_NUMBER_COLUMN}, "
+            + ", ".join(columns)
+            + old
+            + f" FROM {self._join()}"
+        )
+        return (
+            f"CREATE TEMP TABLE {CHANGE_TABLE} AS SELECT * EXCLUDE (__lq_clause) "
+            f"FROM ({select}) WHERE __lq_clause IS NOT NULL"
+        )
+
+    def _check_duplicate_matches(self) -> None:
+        rows = self.st.con.sql(
+            f"SELECT {ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}, count(*) AS n FROM {CHANGE_TABLE} "
+            f"WHERE {ROW_FILE_COLUMN} IS NOT NULL GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
+        ).fetchall()
+        if rows:
+            index, row, matches = rows[0]
+            assert self.st.plan is not None
+            path = self.st.plan.files.column("path")[int(index)].as_py()
+            raise MergeConflictError(str(path), int(row), int(matches))
+
+
+__all__ = ["MergeBuilder", "MergeMetrics"]
