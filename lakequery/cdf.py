@@ -79,7 +79,7 @@ from lakequery.protocol.column_mapping import (
 from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
-from lakequery.protocol.properties import TableProperties, parse_bool
+from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import key_sql
 from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType
 from lakequery.snapshot import Snapshot
@@ -231,10 +231,7 @@ def cdf_enabled(metadata: Metadata, protocol: Protocol) -> bool:
     """Whether a version with this metadata and protocol records its changes (digest §13):
     ``delta.enableChangeDataFeed`` (or its legacy alias) is true and the protocol has the
     ``changeDataFeed`` writer feature (writer version 4 to 6 imply it)."""
-    conf = metadata.configuration
-    on = parse_bool(conf.get("delta.enableChangeDataFeed")) or parse_bool(
-        conf.get("delta.enableChangeDataCapture")
-    )
+    on = TableProperties(metadata.configuration).change_data_feed
     return on and protocol.supports("changeDataFeed")
 
 

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.cdf import cdf_enabled
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
@@ -185,7 +186,7 @@ class Statement:
         self.snapshot = snapshot
         self.txn = Transaction(storage, snapshot, operation=operation, parameters=parameters)
         props = snapshot.properties
-        self.change_data_feed = props.change_data_feed
+        self.change_data_feed = cdf_enabled(snapshot.metadata, snapshot.protocol)
         self.deletion_vectors = (
             not copy_on_write
             and props.enable_deletion_vectors
