@@ -161,9 +161,9 @@ class Scan:
     def _plan_of(self, files: pa.Table, total: int) -> ScanPlan:
         storage = self.snapshot.storage
         paths = files.column("path").combine_chunks()
-        prefix = pa.array([storage.root + "/"] * len(paths), pa.string())
-        locations: pa.StringArray = pc.binary_join_element_wise(  # type: ignore[call-overload]
-            prefix, paths, ""
+        # an Arrow kernel, not a Python list: pyarrow imports pandas on its first list
+        locations: pa.StringArray = pc.utf8_replace_slice(  # type: ignore[assignment]
+            paths, start=0, stop=0, replacement=storage.root + "/"
         )
         return ScanPlan(files, total, locations)
 

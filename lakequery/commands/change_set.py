@@ -245,7 +245,7 @@ class Statement:
         self.txn.read_files(str(p) for p in self.plan.files.column("path").to_pylist())
         rel = duckdb_relation(scan, self.con, row_ids=True)
         if pruning is None and predicate is not None:
-            rel = rel.filter(f"coalesce(({predicate}), false)")
+            rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
         rel.create_view(name, replace=True)
 
     def old_value_columns(self) -> str:

@@ -244,18 +244,27 @@ def latest_non_file_actions(
     latest txn per appId and the latest domainMetadata per domain (tombstones included;
     the caller drops ``removed`` domains).
     """
-    actions = f"({actions_sql})"
-    out: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for name in ("protocol", "metaData"):
-        rows = con.sql(
-            f'SELECT version, "{name}" FROM {actions} WHERE "{name}" IS NOT NULL '
-            "ORDER BY version DESC LIMIT 1"
-        ).fetchall()
-        out[name] = [(int(v), dict(a)) for v, a in rows]
-    for name, key in (("txn", "appId"), ("domainMetadata", "domain")):
-        rows = con.sql(
-            f'SELECT version, "{name}" FROM {actions} WHERE "{name}" IS NOT NULL '
-            f'QUALIFY row_number() OVER (PARTITION BY "{name}".{key} ORDER BY version DESC) = 1'
-        ).fetchall()
-        out[name] = [(int(v), dict(a)) for v, a in rows]
+    # One statement: the actions are parsed once (a CTE materialised for the four picks)
+    # instead of once per kind; each row carries exactly one non-NULL kind column.
+    kinds = ("protocol", "metaData", "txn", "domainMetadata")
+    picks = [
+        f'SELECT * FROM (SELECT version, "{name}" FROM a WHERE "{name}" IS NOT NULL '
+        "ORDER BY version DESC LIMIT 1)"
+        for name in ("protocol", "metaData")
+    ] + [
+        f'SELECT version, "{name}" FROM a WHERE "{name}" IS NOT NULL '
+        f'QUALIFY row_number() OVER (PARTITION BY "{name}".{key} ORDER BY version DESC) = 1'
+        for name, key in (("txn", "appId"), ("domainMetadata", "domain"))
+    ]
+    cols = ", ".join(f'"{k}"' for k in kinds)
+    rows = con.sql(
+        f"WITH a AS MATERIALIZED ({actions_sql}) SELECT version, {cols} FROM ("
+        + " UNION ALL BY NAME ".join(picks)
+        + ")"
+    ).fetchall()
+    out: dict[str, list[tuple[int, dict[str, Any]]]] = {k: [] for k in kinds}
+    for version, *values in rows:
+        for kind, value in zip(kinds, values, strict=True):
+            if value is not None:
+                out[kind].append((int(version), dict(value)))
     return out
