@@ -2,6 +2,7 @@
 
     python -m benchmarks.run_all            # full sizes: 200k/500k-file logs, 5M-row tables
     python -m benchmarks.run_all --quick    # small sizes, fewer repetitions (a minute or so)
+    python -m benchmarks.run_all --dml      # also DELETE / UPDATE / MERGE vs deltalake (opt-in)
 
 Data goes to ``benchmarks/data/`` (git-ignored): ``logs/<kind>_<size>`` for snapshot benchmarks
 and ``scan/<variant>_<rows>`` for scan benchmarks, each with a ``*.manifest.json`` next to it.
@@ -21,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bench_scan, bench_snapshot, synth_data, synth_log
+from benchmarks import bench_dml, bench_scan, bench_snapshot, synth_data, synth_log
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="validate new logs with deltalake")
     p.add_argument("--skip-snapshot", action="store_true")
     p.add_argument("--skip-scan", action="store_true")
+    p.add_argument(
+        "--dml", action="store_true", help="also run bench_dml (DELETE/UPDATE/MERGE; opt-in)"
+    )
     p.add_argument("--procs", type=int, help="snapshot: fresh processes per measurement")
     p.add_argument("--iters", type=int, help="snapshot: loads per process")
     p.add_argument("--repeat", type=int, help="scan: timed runs per query (best of)")
@@ -142,6 +146,21 @@ def main(argv: list[str] | None = None) -> int:
         res = bench_scan.run(tables, repeat=repeat)
         raw["scan"] = res
         out += [f"## Scans (best of {repeat}, same process)", "", bench_scan.markdown(res), ""]
+
+    if a.dml:
+        rows = 500_000 if a.quick else 5_000_000
+        dml_repeat = a.repeat or (2 if a.quick else 5)
+        print("DML benchmark ...", file=sys.stderr, flush=True)
+        res = bench_dml.run(
+            rows, 16, dml_repeat, list(bench_dml.OPS), bench_dml.DEFAULT_WORKDIR / f"{rows}x16"
+        )
+        raw["dml"] = res
+        out += [
+            f"## DML (DELETE / UPDATE / MERGE; best of {dml_repeat} fresh processes per side)",
+            "",
+            bench_dml.markdown(res),
+            "",
+        ]
 
     if a.json:
         a.json.write_text(json.dumps(raw, indent=2))
