@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from lakequery.scan import Scan
 
 BATCH_ROWS = 128 * 1024
+
+_NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 def _parquet_format() -> ds.ParquetFileFormat:
@@ -106,33 +109,35 @@ class _Reader:
 
     def _masked_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
         """Files with DVs through the same dataset scanner (no filter pushdown and so no
-        row-group skipping: positions must stay those of the whole file). Each batch names
-        its file (``__fragment_index``) and place (``__batch_index``); batches are taken in
-        order per file, which gives every row its physical position for the DV mask."""
+        row-group skipping: positions must stay those of the whole file). ``scan_batches``
+        tags every batch with its file and yields each file's batches in order (Arrow's
+        ``Scanner::ScanBatches`` promises it), so running row counts are the physical
+        positions the DV mask needs."""
         dataset = self._dataset(locations)
-        columns = [*self.phys.names, "__fragment_index", "__batch_index"]
-        next_batch = [0] * len(locations)
-        offset = [0] * len(locations)
-        waiting: dict[tuple[int, int], pa.RecordBatch] = {}
-        for raw in dataset.to_batches(columns=columns, batch_size=BATCH_ROWS):
-            if raw.num_rows == 0:
-                continue
-            key = (raw.column(-2)[0].as_py(), raw.column(-1)[0].as_py())
-            waiting[key] = raw
-            fragment = key[0]
-            while (fragment, next_batch[fragment]) in waiting:
-                batch = waiting.pop((fragment, next_batch[fragment]))
-                next_batch[fragment] += 1
-                n = batch.num_rows
-                keep = keep_mask(self.deleted[locations[fragment]], offset[fragment], n)
-                offset[fragment] += n
-                data = batch.select(self.phys.names)
-                if not keep.all():
-                    data = data.filter(pa.array(keep))
-                if data.num_rows:
-                    yield from self._finish(data, group)
-        if waiting:
-            raise AssertionError("dataset scan skipped batches of a file with a DV")
+        by_path = {self.to_fs(loc): loc for loc in locations}
+        scanner = dataset.scanner(columns=self.phys.names, batch_size=BATCH_ROWS)
+        path = None
+        offset = 0
+        deleted = _NO_ROWS
+        done: set[str] = set()
+        for tagged in scanner.scan_batches():
+            raw = tagged.record_batch
+            fragment: Any = tagged.fragment  # a FileFragment: it has a path
+            if fragment.path != path:
+                if path is not None:
+                    done.add(path)
+                path = fragment.path
+                if path in done:
+                    raise AssertionError("dataset scan interleaved batches of a file with a DV")
+                offset = 0
+                deleted = self.deleted[by_path[path]]
+            n = raw.num_rows
+            keep = keep_mask(deleted, offset, n)
+            offset += n
+            if not keep.all():
+                raw = raw.filter(pa.array(keep))
+            if raw.num_rows:
+                yield from self._finish(raw, group)
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
