@@ -25,7 +25,7 @@ from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 from lakequery.protocol.schema import StructType
-from udfs.dv_mask import keep_mask
+from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -132,10 +132,12 @@ class _Reader:
                 offset = 0
                 deleted = self.deleted[by_path[path]]
             n = raw.num_rows
-            keep = keep_mask(deleted, offset, n)
+            lo, hi = np.searchsorted(deleted, [offset, offset + n])
+            if hi > lo:  # rows of this batch are deleted: keep bits, packed as Arrow's
+                bits: Any = keep_bits(deleted[lo:hi] - offset, n)
+                keep: Any = pa.BooleanArray.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+                raw = raw.filter(keep)
             offset += n
-            if not keep.all():
-                raw = raw.filter(pa.array(keep))
             if raw.num_rows:
                 yield from self._finish(raw, group)
 
