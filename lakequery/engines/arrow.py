@@ -136,7 +136,7 @@ class _Reader:
             if hi > lo:  # rows of this batch are deleted: keep bits, packed as Arrow's
                 bits: Any = keep_bits(deleted[lo:hi] - offset, n)
                 keep: Any = pa.BooleanArray.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
-                raw = raw.filter(keep)
+                raw = _filter(raw, keep)
             offset += n
             if raw.num_rows:
                 yield from self._finish(raw, group)
@@ -157,6 +157,15 @@ class _Reader:
             table = table.filter(self.filter)
         table = table.select(self.out_schema.names).cast(self.out_schema)
         yield from table.to_batches()
+
+
+def _filter(batch: pa.RecordBatch, keep: pa.BooleanArray) -> pa.RecordBatch:
+    """``batch.filter(keep)`` column by column: a record batch's filter turns the mask into
+    indices and takes, about 3x slower than filtering each array by the mask itself."""
+    if batch.num_columns == 0:  # only partition columns wanted: just the row count
+        return batch.slice(0, keep.true_count)
+    columns = [column.filter(keep) for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _missing(
