@@ -9,6 +9,8 @@ Example:
     [True, False, True, False, True]
     >>> selection_vector(np.array([1, 3], dtype=np.int64), 2, 4).tolist()
     [0, 2, 3]
+    >>> [f"{b:08b}" for b in keep_bits(np.array([1, 3], dtype=np.int64), 5)]  # row 0 = bit 0
+    ['11110101']
 """
 
 from __future__ import annotations

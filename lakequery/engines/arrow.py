@@ -3,8 +3,9 @@
 Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
 physical schema (files that lack a column yield nulls, narrower types are cast up), one
 partition-value group at a time. Files with deletion vectors go through the same scanner
-without filter pushdown; every batch names its file and place, so its rows' physical
-positions are known and the numba kernel masks the deleted ones. Each batch is then
+without filter pushdown; every batch is tagged with its file and a file's batches arrive in
+order, so its rows' physical positions are known and the numba kernel masks the deleted
+ones. Each batch is then
 relabelled to logical names, given its partition columns and filtered. Memory stays
 bounded by a few batches.
 """
