@@ -5,9 +5,8 @@ physical schema (files that lack a column yield nulls, narrower types are cast u
 partition-value group at a time. Files with deletion vectors go through the same scanner
 without filter pushdown; every batch is tagged with its file and a file's batches arrive in
 order, so its rows' physical positions are known and the numba kernel masks the deleted
-ones. Each batch is then
-relabelled to logical names, given its partition columns and filtered. Memory stays
-bounded by a few batches.
+ones. Each batch is then relabelled to logical names, given its partition columns and
+filtered. Memory stays bounded by a few batches.
 """
 
 from __future__ import annotations
@@ -115,7 +114,8 @@ class _Reader:
         ``Scanner::ScanBatches`` promises it), so running row counts are the physical
         positions the DV mask needs."""
         dataset = self._dataset(locations)
-        by_path = {self.to_fs(loc): loc for loc in locations}
+        fragments = [f.path for f in dataset.get_fragments()]  # in the order of locations
+        by_path = dict(zip(fragments, locations, strict=True))
         scanner = dataset.scanner(columns=self.phys.names, batch_size=BATCH_ROWS)
         path = None
         offset = 0
