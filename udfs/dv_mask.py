@@ -9,6 +9,8 @@ Example:
     [True, False, True, False, True]
     >>> selection_vector(np.array([1, 3], dtype=np.int64), 2, 4).tolist()
     [0, 2, 3]
+    >>> [f"{b:08b}" for b in keep_bits(np.array([1, 3], dtype=np.int64), 5)]  # row 0 = bit 0
+    ['11110101']
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ def _selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+def _keep_bits(deleted: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.uint8]:
+    out = np.full((n + 7) // 8, 0xFF, dtype=np.uint8)
+    for r in deleted:
+        if 0 <= r < n:
+            out[r >> 3] &= np.uint8(0xFF ^ (1 << (r & 7)))
+    return out
+
+
+@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
 def _rows_kept(
     deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.bool_]:
@@ -81,6 +92,22 @@ def keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray
         n: number of rows in the range.
     """
     return _keep_mask(np.ascontiguousarray(deleted, dtype=np.int64), int(start), int(n))  # type: ignore[no-any-return]
+
+
+def keep_bits(deleted: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.uint8]:
+    """:func:`keep_mask` over rows ``0 .. n-1`` packed 8 rows a byte, least significant
+    bit first (Arrow's boolean layout); bits past ``n`` are set. Deleted indexes need not
+    be sorted; those outside the range are ignored."""
+    return _keep_bits(np.ascontiguousarray(deleted, dtype=np.int64), int(n))  # type: ignore[no-any-return]
+
+
+def keep_bits_reference(deleted: list[int], n: int) -> bytes:
+    """Plain-Python twin of :func:`keep_bits`."""
+    out = bytearray(b"\xff" * ((n + 7) // 8))
+    for r in set(deleted):
+        if 0 <= r < n:
+            out[r // 8] &= 0xFF ^ (1 << (r % 8))
+    return bytes(out)
 
 
 def selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.int64]:

@@ -3,10 +3,10 @@
 Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
 physical schema (files that lack a column yield nulls, narrower types are cast up), one
 partition-value group at a time. Files with deletion vectors go through the same scanner
-without filter pushdown; every batch names its file and place, so its rows' physical
-positions are known and the numba kernel masks the deleted ones. Each batch is then
-relabelled to logical names, given its partition columns and filtered. Memory stays
-bounded by a few batches.
+without filter pushdown; every batch is tagged with its file and a file's batches arrive in
+order, so its rows' physical positions are known and the numba kernel masks the deleted
+ones. Each batch is then relabelled to logical names, given its partition columns and
+filtered. Memory stays bounded by a few batches.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -24,12 +25,14 @@ from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 from lakequery.protocol.schema import StructType
-from udfs.dv_mask import keep_mask
+from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
 
 BATCH_ROWS = 128 * 1024
+
+_NO_ROWS = np.empty(0, dtype=np.int64)
 
 
 def _parquet_format() -> ds.ParquetFileFormat:
@@ -106,33 +109,38 @@ class _Reader:
 
     def _masked_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
         """Files with DVs through the same dataset scanner (no filter pushdown and so no
-        row-group skipping: positions must stay those of the whole file). Each batch names
-        its file (``__fragment_index``) and place (``__batch_index``); batches are taken in
-        order per file, which gives every row its physical position for the DV mask."""
+        row-group skipping: positions must stay those of the whole file). ``scan_batches``
+        tags every batch with its file and yields each file's batches in order (Arrow's
+        ``Scanner::ScanBatches`` promises it), so running row counts are the physical
+        positions the DV mask needs."""
         dataset = self._dataset(locations)
-        columns = [*self.phys.names, "__fragment_index", "__batch_index"]
-        next_batch = [0] * len(locations)
-        offset = [0] * len(locations)
-        waiting: dict[tuple[int, int], pa.RecordBatch] = {}
-        for raw in dataset.to_batches(columns=columns, batch_size=BATCH_ROWS):
-            if raw.num_rows == 0:
-                continue
-            key = (raw.column(-2)[0].as_py(), raw.column(-1)[0].as_py())
-            waiting[key] = raw
-            fragment = key[0]
-            while (fragment, next_batch[fragment]) in waiting:
-                batch = waiting.pop((fragment, next_batch[fragment]))
-                next_batch[fragment] += 1
-                n = batch.num_rows
-                keep = keep_mask(self.deleted[locations[fragment]], offset[fragment], n)
-                offset[fragment] += n
-                data = batch.select(self.phys.names)
-                if not keep.all():
-                    data = data.filter(pa.array(keep))
-                if data.num_rows:
-                    yield from self._finish(data, group)
-        if waiting:
-            raise AssertionError("dataset scan skipped batches of a file with a DV")
+        fragments = [f.path for f in dataset.get_fragments()]  # in the order of locations
+        by_path = dict(zip(fragments, locations, strict=True))
+        scanner = dataset.scanner(columns=self.phys.names, batch_size=BATCH_ROWS)
+        path = None
+        offset = 0
+        deleted = _NO_ROWS
+        done: set[str] = set()
+        for tagged in scanner.scan_batches():
+            raw = tagged.record_batch
+            fragment: Any = tagged.fragment  # a FileFragment: it has a path
+            if fragment.path != path:
+                if path is not None:
+                    done.add(path)
+                path = fragment.path
+                if path in done:
+                    raise AssertionError("dataset scan interleaved batches of a file with a DV")
+                offset = 0
+                deleted = self.deleted[by_path[path]]
+            n = raw.num_rows
+            lo, hi = np.searchsorted(deleted, [offset, offset + n])
+            if hi > lo:  # rows of this batch are deleted: keep bits, packed as Arrow's
+                bits: Any = keep_bits(deleted[lo:hi] - offset, n)
+                keep: Any = pa.BooleanArray.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+                raw = _filter(raw, keep)
+            offset += n
+            if raw.num_rows:
+                yield from self._finish(raw, group)
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
@@ -150,6 +158,15 @@ class _Reader:
             table = table.filter(self.filter)
         table = table.select(self.out_schema.names).cast(self.out_schema)
         yield from table.to_batches()
+
+
+def _filter(batch: pa.RecordBatch, keep: pa.BooleanArray) -> pa.RecordBatch:
+    """``batch.filter(keep)`` column by column: a record batch's filter turns the mask into
+    indices and takes, about 3x slower than filtering each array by the mask itself."""
+    if batch.num_columns == 0:  # only partition columns wanted: just the row count
+        return batch.slice(0, keep.true_count)
+    columns = [column.filter(keep) for column in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _missing(

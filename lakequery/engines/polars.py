@@ -39,7 +39,7 @@ from lakequery.protocol.schema import (
     TypeChange,
     type_changes,
 )
-from udfs.dv_mask import keep_mask
+from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -80,11 +80,16 @@ def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
     return expr
 
 
+#: A file's deleted row positions and its row count (``numRecords``).
+_Deletions = tuple[npt.NDArray[np.int64], int]
+
+
 def _deletion_callback(
-    masks: dict[str, npt.NDArray[np.bool_]],
+    deletions: dict[str, _Deletions],
 ) -> Callable[[pl.DataFrame], pl.DataFrame]:
     """Polars' deletion-file hook: per requested path, a keep mask (null: keep all), handed
-    over as one Arrow list array built from the numpy masks (no per-row Python objects)."""
+    over as one Arrow list array whose boolean values the numba kernel packs straight from
+    the deleted positions (no per-row Python objects, no byte-per-row mask)."""
 
     built: dict[tuple[str, ...], pl.DataFrame] = {}  # the frame is re-collected often
 
@@ -95,24 +100,31 @@ def _deletion_callback(
         return built[paths]
 
     def _selection_vectors(paths: tuple[str, ...]) -> pl.DataFrame:
-        found: list[npt.NDArray[np.bool_] | None] = []
-        for path in paths:
-            key = path[len("file://") :] if path.startswith("file://") else path
-            found.append(masks.get(key))
-        sizes = np.array([0 if m is None else len(m) for m in found], dtype=np.int32)
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-        present = [m for m in found if m is not None]
-        values = np.concatenate(present) if present else np.empty(0, dtype=np.bool_)
-        missing: Any = pa.array(np.array([m is None for m in found], dtype=np.bool_))
-        list_type: Any = pa.ListArray
-        lists = list_type.from_arrays(pa.array(offsets), pa.array(values), mask=missing)
+        found = [
+            deletions.get(p[len("file://") :] if p.startswith("file://") else p) for p in paths
+        ]
+        sizes = np.array([0 if f is None else f[1] for f in found], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        # every file's deleted rows as positions in the concatenated masks (rows past a
+        # file's row count are ignored, as a mask of that length would)
+        positions = [np.empty(0, dtype=np.int64)]
+        for f, start in zip(found, offsets[:-1].tolist(), strict=True):
+            if f is not None:
+                rows, n = f
+                positions.append(rows[: np.searchsorted(rows, n)] + start)
+        total = int(offsets[-1])
+        bits: Any = keep_bits(np.concatenate(positions), total)
+        values = pa.BooleanArray.from_buffers(pa.bool_(), total, [None, pa.py_buffer(bits)])
+        missing: Any = pa.array(np.array([f is None for f in found], dtype=np.bool_))
+        list_type: Any = pa.LargeListArray
+        lists = list_type.from_arrays(pa.array(offsets), values, mask=missing)
         return pl.DataFrame({"selection_vector": pl.from_arrow(lists)})
 
     return callback
 
 
-def _keep_masks(scan: Scan) -> dict[str, npt.NDArray[np.bool_]]:
-    """Location -> keep mask over all physical rows, for files with deletion vectors."""
+def _deletions(scan: Scan) -> dict[str, _Deletions]:
+    """Location -> deleted rows and row count, for files with deletion vectors."""
     plan = scan.plan()
     deleted = deleted_rows(plan, scan.snapshot.storage)
     if not deleted:
@@ -120,13 +132,13 @@ def _keep_masks(scan: Scan) -> dict[str, npt.NDArray[np.bool_]]:
     counts = dict(
         zip(plan.locations.to_pylist(), plan.files.column("num_records").to_pylist(), strict=True)
     )
-    masks = {}
+    out = {}
     for loc, rows in deleted.items():
         n = counts.get(loc)
         if n is None:
             raise DeletionVectorError(loc, "-", "a file with a deletion vector lacks numRecords")
-        masks[loc] = keep_mask(rows, 0, int(n))
-    return masks
+        out[loc] = (rows, int(n))
+    return out
 
 
 def _group_frame(
@@ -134,7 +146,7 @@ def _group_frame(
     group: FileGroup,
     specs: list[ColumnSpec],
     phys: pa.Schema,
-    masks: dict[str, npt.NDArray[np.bool_]],
+    deletions: dict[str, _Deletions],
     *,
     hive: bool = False,
 ) -> pl.LazyFrame:
@@ -146,11 +158,11 @@ def _group_frame(
     schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
     paths, options = scan.snapshot.storage.polars_source(group.locations)
     extra: dict[str, object] = {}
-    local_masks = {
-        p: masks[loc] for p, loc in zip(paths, group.locations, strict=True) if loc in masks
+    local = {
+        p: deletions[loc] for p, loc in zip(paths, group.locations, strict=True) if loc in deletions
     }
-    if local_masks:
-        extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local_masks))
+    if local:
+        extra["_deletion_files"] = ("delta-deletion-vector", _deletion_callback(local))
     if not present:  # only constants wanted: a row index carries the row count
         extra["row_index_name"] = _ROW_INDEX
     if hive:
@@ -223,9 +235,9 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     snap = scan.snapshot
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)
-    masks = _keep_masks(scan)
+    deletions = _deletions(scan)
     native = all(_native(s, snap.column_mapping_mode, changes) for s in specs)
-    if not native or (masks and not _HAS_DELETION_HOOK):
+    if not native or (deletions and not _HAS_DELETION_HOOK):
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])
     if not groups:
@@ -234,9 +246,9 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
         if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
             every = FileGroup({}, [loc for g in groups for loc in g.locations])
-            frames = [_group_frame(scan, every, specs, phys, masks, hive=True)]
+            frames = [_group_frame(scan, every, specs, phys, deletions, hive=True)]
         else:
-            frames = [_group_frame(scan, g, specs, phys, masks) for g in groups]
+            frames = [_group_frame(scan, g, specs, phys, deletions) for g in groups]
     except NotImplementedError:
         # a store Polars cannot read natively (memory://): stream through Arrow instead
         return pl.LazyFrame(scan.to_arrow())

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 
 from udfs.dv_mask import (
+    keep_bits,
+    keep_bits_reference,
     keep_mask,
     keep_mask_reference,
     selection_vector,
@@ -113,3 +115,14 @@ def test_batches_of_a_file_compose_to_the_whole_file_mask() -> None:
     assert pos == total
     assert np.concatenate(pieces).tolist() == whole.tolist()
     assert int(whole.sum()) == total - deleted.size
+
+
+@given(st.lists(st.integers(-3, 200), max_size=60), st.integers(0, 190))
+@settings(max_examples=300, deadline=None)
+def test_keep_bits_matches_reference_and_keep_mask(deleted: list[int], n: int) -> None:
+    bits = keep_bits(np.array(deleted, dtype=np.int64), n)
+    assert bits.dtype == np.uint8
+    assert bits.tobytes() == keep_bits_reference(deleted, n)
+    inside = np.unique(np.array([r for r in deleted if 0 <= r < n], dtype=np.int64))
+    unpacked = np.unpackbits(bits, bitorder="little")[:n].astype(bool)
+    assert unpacked.tolist() == keep_mask(inside, 0, n).tolist()
