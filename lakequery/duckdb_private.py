@@ -1,10 +1,14 @@
-"""lakequery's own DuckDB work (log replay, data skipping) runs on cursors of one
+"""lakequery's own DuckDB work (log replay, data skipping, DML) runs on cursors of one
 process-wide in-memory database: opening a database costs tens of milliseconds, a cursor
-almost nothing, and temporary tables stay private to each cursor."""
+almost nothing, and temporary tables, views and registered objects stay private to each
+cursor. The database spills to a private directory under the system temp directory
+(DuckDB's default for in-memory databases would be ``.tmp`` in the working directory)."""
 
 from __future__ import annotations
 
 import atexit
+import os
+import tempfile
 import threading
 
 import duckdb
@@ -17,7 +21,8 @@ def private_cursor() -> duckdb.DuckDBPyConnection:
     """A fresh cursor for internal queries (row order never matters there)."""
     with _LOCK:
         if not _DATABASE:
-            _DATABASE.append(duckdb.connect(":memory:"))
+            spill = os.path.join(tempfile.gettempdir(), f"lakequery-duckdb-{os.getpid()}")
+            _DATABASE.append(duckdb.connect(":memory:", config={"temp_directory": spill}))
             atexit.register(_close)
         cursor = _DATABASE[0].cursor()
     cursor.execute("SET preserve_insertion_order = false")

@@ -23,8 +23,6 @@ records the files it read, so concurrent writers get the conflicts of digest §1
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,10 +35,11 @@ import pyarrow.compute as pc
 
 from lakequery.cdf import cdf_enabled
 from lakequery.commands.file_actions import add_actions, remove_actions
+from lakequery.duckdb_private import private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
 from lakequery.engines.sql_types import duckdb_type, quote_ident
-from lakequery.errors import AppendOnlyError, UnsupportedFeatureError
+from lakequery.errors import AppendOnlyError, PredicateError, UnsupportedFeatureError
 from lakequery.protocol.actions import total_records
 from lakequery.txn import Transaction
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
@@ -64,13 +63,14 @@ _CDC_PARTS = (
 )
 
 
-def parses(predicate: str) -> bool:
-    """Whether lakequery's predicate language (which drives file pruning) reads it."""
-    from lakequery.errors import PredicateError
-    from lakequery.protocol.predicates import parse_predicate
+def parses(predicate: str, schema: pa.Schema) -> bool:
+    """Whether lakequery's predicate language (which drives file pruning) reads
+    ``predicate`` and binds it to ``schema``; otherwise DuckDB alone evaluates it (its
+    dialect is wider: functions, ``%``, implicit casts)."""
+    from lakequery.protocol.predicates import bind, parse_predicate
 
     try:
-        parse_predicate(predicate)
+        bind(parse_predicate(predicate), schema)
     except PredicateError:
         return False
     return True
@@ -143,7 +143,8 @@ class _Outcome:
 
 
 def _row_counts(files: pa.Table) -> tuple[list[int], list[int]]:
-    """(physical rows, rows its deletion vector already deletes) of each file."""
+    """(physical rows, rows its deletion vector already deletes) of each file (0 rows
+    where ``stats.numRecords`` is missing)."""
     zero = pa.scalar(0, pa.int64())
     total: Any = pc.fill_null(files.column("num_records").combine_chunks(), zero)
     dv: Any = files.column("deletion_vector").combine_chunks()
@@ -151,11 +152,24 @@ def _row_counts(files: pa.Table) -> tuple[list[int], list[int]]:
     return [int(x) for x in total.to_pylist()], [int(x) for x in deleted.to_pylist()]
 
 
+def _footer_rows(storage: Storage, locations: Sequence[str]) -> int:
+    """Rows of data files according to their Parquet footers (files logged without
+    ``stats.numRecords``)."""
+    import pyarrow.parquet as pq
+
+    fs, to_fs = storage.arrow_filesystem()
+    total = 0
+    for location in locations:
+        with fs.open_input_file(to_fs(location)) as f:
+            total += pq.ParquetFile(f).metadata.num_rows
+    return total
+
+
 class Statement:
     """One DML statement's working state: the snapshot it reads, its transaction, a DuckDB
-    connection that spills to a private temp directory, and the write state of new files.
+    cursor (spilling to disk when large), and the write state of new files.
 
-    Use as a context manager; the connection and temp files go away on exit.
+    Use as a context manager; the cursor and its temporary tables go away on exit.
 
     Args:
         storage: the table's storage.
@@ -198,11 +212,10 @@ class Statement:
         )
         self.read_columns: list[str] = list(snapshot.schema.names)
         self.plan: ScanPlan | None = None
-        self._tmp = tempfile.mkdtemp(prefix="lakequery-dml-")
-        self.con = duckdb.connect(
-            config={"temp_directory": self._tmp, "preserve_insertion_order": False}
-        )
-        self.con.execute("SET TimeZone = 'UTC'")
+        # a cursor of lakequery's shared database: its temp tables and views are private,
+        # and large change tables spill to the database's temp directory
+        self.con = private_cursor()
+        self.con.execute("SET SESSION TimeZone = 'UTC'")
 
     def __enter__(self) -> Statement:
         return self
@@ -212,7 +225,6 @@ class Statement:
 
     def close(self) -> None:
         self.con.close()
-        shutil.rmtree(self._tmp, ignore_errors=True)
 
     # -- checks -------------------------------------------------------------------------------
     def refuse_on_append_only(self) -> None:
@@ -232,21 +244,38 @@ class Statement:
         self, predicate: str | None, *, columns: Sequence[str] | None = None, name: str
     ) -> None:
         """Creates the view ``name``: the live rows for which ``predicate`` (SQL, DuckDB
-        dialect) is TRUE, with their storage position. When lakequery's predicate language
-        reads the predicate, files are pruned by partition values and statistics and the
-        transaction records it; otherwise DuckDB filters every row and the statement
-        counts as reading the whole table. The files read are recorded either way."""
-        pruning = predicate if predicate is None or parses(predicate) else None
-        if pruning is None and predicate is not None:
-            columns = None  # the raw predicate may use any column
-        scan = self.snapshot.scan(columns=columns, filter=pruning)
-        self.plan = scan.plan()
+        dialect) is TRUE, with their storage position.
+
+        DuckDB evaluates the predicate on the rows, so DML has DuckDB's semantics (NaN is
+        above every number, implicit casts). When lakequery's predicate language also
+        reads it, files are first pruned by partition values and statistics and the
+        transaction records it as its read predicate; otherwise every file is read and the
+        statement counts as reading the whole table. The files read are recorded either
+        way."""
+        pruning = (
+            predicate if predicate is None or parses(predicate, self.snapshot.schema) else None
+        )
+        self.plan = self.snapshot.scan(filter=pruning).plan()
         self.txn.read_predicate(pruning)
         self.txn.read_files(str(p) for p in self.plan.files.column("path").to_pylist())
+        if predicate is not None:
+            columns = None  # the predicate may use any column
+        scan = self.snapshot.scan(columns=columns).restricted_to(self.plan.files)
         rel = duckdb_relation(scan, self.con, row_ids=True)
-        if pruning is None and predicate is not None:
-            rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
+        if predicate is not None:
+            try:
+                rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
+            except duckdb.Error as exc:
+                raise PredicateError(predicate, str(exc).splitlines()[0]) from exc
         rel.create_view(name, replace=True)
+
+    def build_change_table(self, select_sql: str, what: str) -> None:
+        """Creates the change table from ``select_sql``; DuckDB errors in the user's
+        expressions (``what``) become :class:`~lakequery.errors.PredicateError`."""
+        try:
+            self.con.execute(f"CREATE TEMP TABLE {CHANGE_TABLE} AS {select_sql}")
+        except (duckdb.BinderException, duckdb.ParserException, duckdb.ConversionException) as exc:
+            raise PredicateError(what, str(exc).splitlines()[0]) from exc
 
     def old_value_columns(self) -> str:
         """``"col" AS __o{i}`` for every read column when the change data feed is on."""
@@ -342,7 +371,15 @@ class Statement:
         out = _Outcome()
         if files.num_rows:
             total, deleted = _row_counts(files)
-            out.kinds = {"delete": sum(total) - sum(deleted)}
+            counted = files.column("num_records").is_valid().to_pylist()
+            root = self.storage.root + "/"
+            uncounted = [
+                root + str(p)
+                for p, ok in zip(files.column("path").to_pylist(), counted, strict=True)
+                if not ok
+            ]
+            rows = sum(total) + (_footer_rows(self.storage, uncounted) if uncounted else 0)
+            out.kinds = {"delete": rows - sum(deleted)}
             removes = remove_actions(self.snapshot, files, int(time.time() * 1000))
             out.removed_files = len(removes)
             out.removed_bytes = sum(int(r.get("size") or 0) for r in removes)
@@ -429,9 +466,12 @@ class Statement:
         rewrite: list[int] = []
         threshold = self.rewrite_threshold
         totals, already = _row_counts(files)
+        known = files.column("num_records").is_valid().to_pylist()
         for i, (add, deleted) in enumerate(zip(adds, rows, strict=True)):
             total, gone = int(totals[i]), int(already[i]) + len(deleted)
-            if threshold is not None and total and gone < total and gone / total > threshold:
+            if not known[i]:
+                rewrite.append(i)  # a DV needs stats.numRecords: rewrite instead
+            elif threshold is not None and total and gone < total and gone / total > threshold:
                 rewrite.append(i)
             else:
                 writer.delete_rows(add, deleted)

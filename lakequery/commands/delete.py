@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lakequery.commands.change_set import CHANGE_TABLE, DmlMetrics, Statement, parses
+from lakequery.commands.change_set import DmlMetrics, Statement, parses
 from lakequery.commands.file_actions import only_partition_columns, partition_match
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.protocol.predicates import parse_predicate, referenced_columns
@@ -63,7 +63,7 @@ def delete(
             return st.commit_file_removal(st.plan.files)
         if (
             snapshot.partition_columns
-            and parses(predicate)
+            and parses(predicate, snapshot.schema)
             and referenced_columns(parse_predicate(predicate))
             and only_partition_columns(predicate, snapshot)
         ):
@@ -76,9 +76,10 @@ def delete(
             return st.commit_file_removal(files)
         columns = st.read_columns if st.change_data_feed else []
         st.target(predicate, columns=columns, name=TARGET_VIEW)
-        st.con.execute(
-            f"CREATE TEMP TABLE {CHANGE_TABLE} AS SELECT 'delete' AS __lq_kind, "
-            f"{ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}{st.old_value_columns()} FROM {TARGET_VIEW}"
+        st.build_change_table(
+            f"SELECT 'delete' AS __lq_kind, {ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}"
+            f"{st.old_value_columns()} FROM {TARGET_VIEW}",
+            predicate,
         )
         return st.commit_changes(
             metric_names={"deleted": "numDeletedRows", "copied": "numCopiedRows"}

@@ -44,8 +44,9 @@ from lakequery.commands.change_set import (
     cast_sql,
     new_value_column,
     old_value_column,
+    parses,
 )
-from lakequery.commands.update import resolve_assignments, run_change_sql
+from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
 from lakequery.errors import MergeConflictError, PredicateError
@@ -220,7 +221,7 @@ class _Merge:
             source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]
             state = self._write_state(source_columns)
             st.target(self._pruning_filter(source_columns), name=_TARGET_VIEW)
-            run_change_sql(st, self._change_sql(source_columns, state), b.on)
+            st.build_change_table(self._change_sql(source_columns, state), b.on)
             self._check_duplicate_matches()
             ((num_source,),) = con.sql(f"SELECT count(*) FROM {_SOURCE_TABLE}").fetchall()
             metrics = st.commit_changes(
@@ -316,17 +317,20 @@ class _Merge:
             if not lo.is_valid:
                 continue
             col = Column((t_col,))
-            bounds.append(
-                And(
-                    (
-                        Compare(">=", col, Lit(lo.as_py(), lo.type)),
-                        Compare("<=", col, Lit(hi.as_py(), hi.type)),
-                    )
+            bound = And(
+                (
+                    Compare(">=", col, Lit(lo.as_py(), lo.type)),
+                    Compare("<=", col, Lit(hi.as_py(), hi.type)),
                 )
             )
+            try:  # keys the predicate language cannot spell (NaN, bytes) just do not prune
+                bounds.append(format_predicate(bound))
+            except PredicateError:
+                continue
         if not bounds:
             return None
-        return format_predicate(bounds[0] if len(bounds) == 1 else And(tuple(bounds)))
+        combined = " AND ".join(f"({b})" for b in bounds)
+        return combined if parses(combined, self.st.snapshot.schema) else None
 
     # -- the change table ----------------------------------------------------------------------
     def _join(self) -> str:
@@ -416,10 +420,7 @@ class _Merge:
             + old
             + f" FROM {self._join()}"
         )
-        return (
-            f"CREATE TEMP TABLE {CHANGE_TABLE} AS SELECT * EXCLUDE (__lq_clause) "
-            f"FROM ({select}) WHERE __lq_clause IS NOT NULL"
-        )
+        return f"SELECT * EXCLUDE (__lq_clause) FROM ({select}) WHERE __lq_clause IS NOT NULL"
 
     def _check_duplicate_matches(self) -> None:
         rows = self.st.con.sql(

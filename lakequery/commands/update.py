@@ -19,10 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
 from lakequery.commands.change_set import (
-    CHANGE_TABLE,
     DmlMetrics,
     Statement,
     cast_sql,
@@ -60,14 +57,6 @@ def resolve_assignments(
     return out
 
 
-def run_change_sql(st: Statement, sql: str, what: str) -> None:
-    """Builds the change table; a DuckDB error in the user's expressions names them."""
-    try:
-        st.con.execute(sql)
-    except (duckdb.BinderException, duckdb.ParserException, duckdb.ConversionException) as exc:
-        raise PredicateError(what, str(exc).splitlines()[0]) from exc
-
-
 def update(
     table: DeltaTable,
     predicate: str | None = None,
@@ -103,9 +92,8 @@ def update(
             f"AS {new_value_column(i)}"
             for i, c in enumerate(schema.names)
         )
-        run_change_sql(
-            st,
-            f"CREATE TEMP TABLE {CHANGE_TABLE} AS SELECT 'update' AS __lq_kind, "
+        st.build_change_table(
+            f"SELECT 'update' AS __lq_kind, "
             f"{ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}, {new}{st.old_value_columns()} "
             f"FROM {TARGET_VIEW}",
             ", ".join(f"{c} = {e}" for c, e in assignments.items()),
