@@ -13,9 +13,9 @@ Example:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
@@ -25,6 +25,10 @@ from lakequery.protocol.log_files import earliest_version
 from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from lakequery.commands.metrics import OptimizeMetrics
+    from lakequery.commands.progress import ProgressCallback
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -137,3 +141,49 @@ class DeltaTable:
     def _latest_without_files(self) -> TableState:
         """The latest protocol and metadata, without replaying the live files."""
         return load_state(self.storage, None, with_files=False)
+
+    # -- maintenance (lakequery.commands) --------------------------------------------------------
+    def optimize(
+        self,
+        *,
+        predicate: str | None = None,
+        target_file_size: int | None = None,
+        min_file_size: int | None = None,
+        z_order_by: Sequence[str] | str | None = None,
+        curve: Literal["zorder", "hilbert"] = "zorder",
+        max_concurrent_tasks: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> OptimizeMetrics:
+        """Compacts small files, purges deletion vectors, or clusters rows (Z-order or
+        Hilbert) in one ``dataChange=false`` commit; see :mod:`lakequery.commands.optimize`.
+
+        Args:
+            predicate: only partitions matching this (partition columns only).
+            target_file_size: bytes per output file (``delta.targetFileSize``, else 128 MiB).
+            min_file_size: files below this are compacted (default: the target).
+            z_order_by: clustering columns; rewrites whole partitions sorted by the key.
+            curve: ``"zorder"`` or ``"hilbert"``.
+            max_concurrent_tasks: bins rewritten at once (default: CPU count).
+            progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-optimize-doc"
+            >>> for i in range(3):
+            ...     _ = lq.write(uri, pa.table({"x": [i], "y": [3 - i]}), mode="append")
+            >>> m = lq.DeltaTable(uri).optimize(z_order_by=["x", "y"])
+            >>> m.files_removed, m.files_added
+            (3, 1)
+        """
+        from lakequery.commands.optimize import optimize
+
+        return optimize(
+            self.storage,
+            predicate=predicate,
+            target_file_size=target_file_size,
+            min_file_size=min_file_size,
+            z_order_by=z_order_by,
+            curve=curve,
+            max_concurrent_tasks=max_concurrent_tasks,
+            progress=progress,
+        )
