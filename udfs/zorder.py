@@ -28,7 +28,7 @@ Example:
     >>> bounds = quantile_boundaries(raw, 16)
     >>> keys = rank_keys(raw, np.ones(3, dtype=np.bool_), bounds, 8)
     >>> keys.tolist()
-    [64, 96, 128]
+    [102, 153, 204]
     >>> interleave_bits(np.array([[1], [0]], dtype=np.uint64), 1).tolist()
     [2]
 """
@@ -173,20 +173,23 @@ def _rank_keys(
     bounds: npt.NDArray[np.uint64],
     bits: int,
 ) -> npt.NDArray[np.uint64]:
-    levels = bounds.size + 2  # null, below the first boundary .. at/above the last
-    level_bits = 0
-    while (1 << level_bits) < levels:
-        level_bits += 1
+    levels = np.uint64(bounds.size + 2)  # null, below the first boundary .. at/above the last
+    small = bits <= 40
+    scale = np.uint64(1) << np.uint64(bits) if small else np.uint64(0)
+    step = np.uint64(0)
+    if not small:
+        top = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
+        step = top // levels
     out = np.empty(raw.size, dtype=np.uint64)
     for i in range(raw.size):
         if not valid[i]:
             rank = np.uint64(0)
         else:
             rank = np.uint64(np.searchsorted(bounds, raw[i], side="right") + 1)
-        if bits >= level_bits:
-            out[i] = rank << np.uint64(bits - level_bits)
+        if small:
+            out[i] = rank * scale // levels
         else:
-            out[i] = rank >> np.uint64(level_bits - bits)
+            out[i] = rank * step
     return out
 
 
@@ -196,8 +199,10 @@ def rank_keys(
     bounds: npt.NDArray[np.uint64],
     bits: int,
 ) -> npt.NDArray[np.uint64]:
-    """``bits``-bit keys: 0 for nulls, else ``1 + #boundaries <= raw``, scaled so the
-    ranks fill the high bits. Monotone in ``raw``; nulls below everything.
+    """``bits``-bit keys: rank 0 for nulls, else ``1 + #boundaries <= raw``, scaled
+    proportionally onto ``0 .. 2**bits - 1`` (``rank * 2**bits // levels``), so that the
+    ranks use the whole key range and its top bit splits the values near their median.
+    Monotone in ``raw``; nulls below everything.
 
     Args:
         raw: raw keys (:func:`raw_keys_int64` ...).
@@ -221,13 +226,14 @@ def rank_keys_reference(
     """Plain-Python twin of :func:`rank_keys`."""
     import bisect
 
-    level_bits = (len(bounds) + 1).bit_length()
+    levels = len(bounds) + 2
     out = []
     for r, ok in zip(raw, valid, strict=True):
         rank = bisect.bisect_right(bounds, r) + 1 if ok else 0
-        out.append(
-            rank << (bits - level_bits) if bits >= level_bits else rank >> (level_bits - bits)
-        )
+        if bits <= 40:
+            out.append(rank * (1 << bits) // levels)
+        else:
+            out.append(rank * (((1 << bits) - 1) // levels))
     return out
 
 

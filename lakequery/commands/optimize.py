@@ -46,13 +46,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.commands.file_actions import partition_strings, remove_actions
 from lakequery.commands.metrics import OptimizeMetrics
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
-from lakequery.commands.zorder import Curve, KeySampler, check_clusterable
+from lakequery.commands.zorder import Curve, KeySampler, best_cut, check_clusterable
 from lakequery.errors import CommitConflictError, PredicateError, UnsupportedFeatureError
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
@@ -65,6 +66,8 @@ DV_PURGE_RATIO = 0.05
 #: Memory DuckDB may use for one clustering sort before it spills (split among tasks).
 SORT_MEMORY_BYTES = 1 << 30
 _KEY = "__lq_cluster_key"
+#: Clustered files end at the best curve boundary within ``rows * (1 ± CUT_SLACK)``.
+CUT_SLACK = 0.3
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,59 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
     return write_data_files(reader, state)
 
 
+def _rows_per_file(files: pa.Table, target_file_size: int) -> int:
+    """Live rows per output file so that files come out near the target size."""
+    sizes = pc.sum(files.column("size")).as_py() or 0
+    records = pc.sum(files.column("num_records")).as_py() or 0
+    deleted = sum(_dv_cardinality(files))
+    live = max(0, int(records) - deleted)
+    if not records:
+        return 1 << 20
+    live_bytes = int(sizes) * live / int(records)
+    n_files = max(1, round(live_bytes / target_file_size))
+    return max(1, -(-live // n_files))
+
+
+def _cut_files(
+    sorted_batches: Any, rows_per_file: int, write: Any, *, slack: float = CUT_SLACK
+) -> list[dict[str, Any]]:
+    """Cuts a stream of key-sorted batches (last column: the key) into files of about
+    ``rows_per_file`` rows, each ended at the coarsest curve boundary within
+    ``rows_per_file * (1 ± slack)`` rows (:func:`~lakequery.commands.zorder.best_cut`).
+    Holds at most one file plus one batch in memory."""
+    lo = max(1, int(rows_per_file * (1 - slack)))
+    hi = max(lo + 1, int(rows_per_file * (1 + slack)))
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    adds: list[dict[str, Any]] = []
+    previous: int | None = None
+
+    def emit(count: int) -> None:
+        nonlocal pending, held, previous
+        table = pa.Table.from_batches(pending)
+        keys = table.column(table.num_columns - 1)
+        previous = int(keys[count - 1].as_py())
+        data = table.drop_columns([table.column_names[-1]])
+        adds.extend(write(data.slice(0, count)))
+        rest = table.slice(count)
+        pending = rest.to_batches()
+        held = rest.num_rows
+
+    for batch in sorted_batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        while held >= hi:
+            keys_table = pa.Table.from_batches(pending)
+            keys = keys_table.column(keys_table.num_columns - 1)
+            window = np.asarray(keys.slice(0, hi).to_numpy(), dtype=np.uint64)
+            emit(best_cut(previous, window, lo, hi))
+    if held:
+        emit(held)
+    return adds
+
+
 def _cluster(
     snapshot: Snapshot,
     files: pa.Table,
@@ -220,6 +276,8 @@ def _cluster(
             keys = pa.array(builder.keys(batch), pa.uint64())
             yield pa.RecordBatch.from_arrays([*batch.columns, keys], schema=schema)
 
+    # One output file per call: the cut decides the size, not the writer's rollover.
+    one_file = replace(state, target_file_size=1 << 62)
     spill = tempfile.mkdtemp(prefix="lakequery-sort-")
     con = duckdb.connect(
         config={
@@ -231,8 +289,12 @@ def _cluster(
     )
     try:
         con.register("lq_cluster_source", pa.RecordBatchReader.from_batches(schema, tagged()))
-        rel = con.sql(f"SELECT * EXCLUDE ({_KEY}) FROM lq_cluster_source ORDER BY {_KEY}")
-        return write_data_files(_duckdb_reader(rel), state)
+        rel = con.sql(f"SELECT * FROM lq_cluster_source ORDER BY {_KEY}")
+        return _cut_files(
+            _duckdb_reader(rel),
+            _rows_per_file(files, state.target_file_size),
+            lambda data: write_data_files(data, one_file),
+        )
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

@@ -197,4 +197,57 @@ class KeySampler:
         return KeyBuilder(self.columns, bounds, curve)
 
 
-__all__ = ["Curve", "KeyBuilder", "KeySampler", "check_clusterable", "raw_keys"]
+def best_cut(previous: int | None, keys: npt.NDArray[np.uint64], lo: int, hi: int) -> int:
+    """Where to end a file inside rows ``lo .. hi`` of sorted ``keys``: the first row
+    whose key leaves the largest aligned cell of the curve (the highest bit in which it
+    differs from the row before), so that files cover whole cells, i.e. compact boxes.
+
+    Args:
+        previous: the key of the row before ``keys[0]`` (None: none).
+        keys: sorted clustering keys.
+        lo, hi: the allowed range of the cut (``keys[:cut]`` ends the file).
+
+    Example:
+        >>> k = np.array([0b0001, 0b0010, 0b0111, 0b1000, 0b1001], dtype=np.uint64)
+        >>> best_cut(None, k, 1, 5)   # 0111 -> 1000 changes the highest bit
+        3
+    """
+    lo = max(lo, 0 if previous is not None else 1)
+    hi = min(hi, keys.size)
+    if hi <= lo:
+        return max(1, min(keys.size, hi))
+    before = (
+        keys[lo - 1 : hi - 1]
+        if lo > 0
+        else np.concatenate([np.array([previous], dtype=np.uint64), keys[: hi - 1]])
+    )
+    change = np.bitwise_xor(before, keys[lo:hi])
+    # compare by the highest differing bit only; the first such row wins
+    return lo + int(np.argmax(highest_bit(change)))
+
+
+def highest_bit(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Index of the highest set bit of each value (-1 for 0), exactly.
+
+    Example:
+        >>> highest_bit(np.array([0, 1, 2, 3, 2**64 - 1], dtype=np.uint64)).tolist()
+        [-1, 0, 1, 1, 63]
+    """
+    x = np.array(values, dtype=np.uint64)
+    level = np.where(x > 0, 0, -1).astype(np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = x >= (np.uint64(1) << np.uint64(shift))
+        level[big] += shift
+        x[big] >>= np.uint64(shift)
+    return level
+
+
+__all__ = [
+    "Curve",
+    "KeyBuilder",
+    "KeySampler",
+    "best_cut",
+    "check_clusterable",
+    "highest_bit",
+    "raw_keys",
+]

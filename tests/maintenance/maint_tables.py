@@ -31,8 +31,10 @@ def sample_batch(start: int, n: int, parts: Sequence[str] = ("a", "b")) -> pa.Ta
             "s": [f"v{i % 97:03d}" for i in ids],
             "d": pa.array([dt.date(2026, 1, 1) + dt.timedelta(days=int(i % 40)) for i in ids]),
             "ts": pa.array(
-                [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=int(i))
-                 for i in ids],
+                [
+                    dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=int(i))
+                    for i in ids
+                ],
                 pa.timestamp("us", "UTC"),
             ),
             "dec": pa.array([decimal.Decimal(int(i)) / 100 for i in ids], pa.decimal128(10, 2)),
@@ -95,7 +97,9 @@ def deltalake_rows(root: str | Path, version: int | None = None) -> list[tuple[A
     return normalise(pa.table(reader.read_all()))
 
 
-def assert_readers_agree(uri: str, expected: list[tuple[Any, ...]], *, deltalake_too: bool = True) -> None:
+def assert_readers_agree(
+    uri: str, expected: list[tuple[Any, ...]], *, deltalake_too: bool = True
+) -> None:
     got = lakequery_rows(uri)
     if deltalake_too:
         got["deltalake"] = deltalake_rows(uri)

@@ -55,7 +55,9 @@ def test_raw_binary_matches_reference(values: list[bytes]) -> None:
     arr = pa.array(values, pa.large_binary())
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[: len(values) + 1]
     data_buf = arr.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
     got = raw_keys_binary(offsets, data).tolist()
     assert got == [raw_key_binary_reference(v) for v in values]
 
@@ -130,7 +132,9 @@ TYPED = {
     "date": (st.dates(), pa.date32()),
     "timestamp": (
         st.datetimes(
-            min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1), timezones=st.just(_UTC)
+            min_value=dt.datetime(1900, 1, 1),
+            max_value=dt.datetime(2200, 1, 1),
+            timezones=st.just(_UTC),
         ),
         pa.timestamp("us", "UTC"),
     ),
@@ -147,8 +151,8 @@ TYPED = {
 def _sort_key(v: Any) -> Any:
     if isinstance(v, str):
         return v.encode()  # Arrow/Parquet order strings by their UTF-8 bytes
-    if isinstance(v, float) and v == 0.0:
-        return (0.0, math.copysign(1, v))
+    if isinstance(v, float):
+        return (v, math.copysign(1, v))  # -0.0 just below 0.0
     return v
 
 
@@ -162,7 +166,11 @@ def test_keys_preserve_order(kind: str, data: Any) -> None:
     raw, valid = raw_keys(arr)
     assert valid.tolist() == [v is not None for v in values]
     present = sorted(
-        ((_sort_key(v), int(k)) for v, k, ok in zip(values, raw.tolist(), valid, strict=True) if ok),
+        (
+            (_sort_key(v), int(k))
+            for v, k, ok in zip(values, raw.tolist(), valid, strict=True)
+            if ok
+        ),
         key=lambda t: t[0],
     )
     ks = [k for _, k in present]
@@ -172,7 +180,10 @@ def test_keys_preserve_order(kind: str, data: Any) -> None:
     sampler.add(pa.table({"c": arr}))
     final = sampler.builder().keys(pa.table({"c": arr})).tolist()
     by_value = sorted(
-        ((v is not None, _sort_key(v) if v is not None else 0, f) for v, f in zip(values, final, strict=True)),
+        (
+            (v is not None, _sort_key(v) if v is not None else 0, f)
+            for v, f in zip(values, final, strict=True)
+        ),
         key=lambda t: (t[0], t[1]),
     )
     fs = [f for *_, f in by_value]
