@@ -180,12 +180,43 @@ def _rank_keys(
     if not small:
         top = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
         step = top // levels
+    # A bucket table over the boundaries' range narrows each search to the few
+    # boundaries of one bucket (numba's generic searchsorted is several times slower).
+    nb = bounds.size
+    first = bounds[0] if nb else np.uint64(0)
+    last = bounds[nb - 1] if nb else np.uint64(0)
+    span = last - first
+    shift = np.uint64(0)
+    while (span >> shift) >= np.uint64(1 << 16):
+        shift += np.uint64(1)
+    buckets = int(span >> shift) + 1
+    table = np.empty(buckets + 1, dtype=np.int64)
+    j = 0
+    for b in range(buckets + 1):
+        while j < nb and int((bounds[j] - first) >> shift) < b:
+            j += 1
+        table[b] = j
     out = np.empty(raw.size, dtype=np.uint64)
     for i in range(raw.size):
         if not valid[i]:
             rank = np.uint64(0)
         else:
-            rank = np.uint64(np.searchsorted(bounds, raw[i], side="right") + 1)
+            value = raw[i]
+            if nb == 0 or value < first:
+                lo = 0
+            elif value >= last:
+                lo = nb
+            else:
+                bucket = int((value - first) >> shift)
+                lo = table[bucket]
+                hi = table[bucket + 1]
+                while lo < hi:  # first boundary > value (searchsorted side="right")
+                    mid = (lo + hi) >> 1
+                    if bounds[mid] <= value:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+            rank = np.uint64(lo + 1)
         if small:
             out[i] = rank * scale // levels
         else:

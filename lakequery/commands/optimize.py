@@ -53,7 +53,14 @@ import pyarrow.compute as pc
 from lakequery.commands.file_actions import partition_strings, remove_actions
 from lakequery.commands.metrics import OptimizeMetrics
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
-from lakequery.commands.zorder import Curve, KeySampler, best_cut, check_clusterable
+from lakequery.commands.zorder import (
+    Curve,
+    KeySampler,
+    best_cut,
+    check_clusterable,
+    file_bounds,
+    table_keys,
+)
 from lakequery.errors import CommitConflictError, PredicateError, UnsupportedFeatureError
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
@@ -194,8 +201,16 @@ def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
 
 
 def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dict[str, Any]]:
-    reader = snapshot.scan().restricted_to(files).to_arrow_reader()
-    return write_data_files(reader, state)
+    # DuckDB's Parquet reader opens many small files faster than pyarrow.dataset; it
+    # applies the DVs (anti-join on file_row_number) and streams batches to the writer.
+    import duckdb
+
+    con = duckdb.connect(config={"threads": 2})
+    try:
+        rel = snapshot.scan().restricted_to(files).to_duckdb(con)
+        return write_data_files(_duckdb_reader(rel), state)
+    finally:
+        con.close()
 
 
 def _rows_per_file(files: pa.Table, target_file_size: int) -> int:
@@ -211,18 +226,42 @@ def _rows_per_file(files: pa.Table, target_file_size: int) -> int:
     return max(1, -(-live // n_files))
 
 
+class _Writers:
+    """Writes files on ``threads`` threads while the caller prepares the next ones; at most
+    ``threads`` files wait, so memory stays bounded."""
+
+    def __init__(self, write: Any, threads: int) -> None:
+        self.write = write
+        self.pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="lakequery-cluster")
+        self.limit = max(1, threads)
+        self.pending: list[Any] = []
+        self.adds: list[dict[str, Any]] = []
+
+    def submit(self, make: Any) -> None:
+        while len(self.pending) >= self.limit:
+            self.adds.extend(self.pending.pop(0).result())
+        self.pending.append(self.pool.submit(lambda: self.write(make())))
+
+    def finish(self) -> list[dict[str, Any]]:
+        try:
+            for f in self.pending:
+                self.adds.extend(f.result())
+        finally:
+            self.pool.shutdown(wait=True)
+        return self.adds
+
+
 def _cut_files(
-    sorted_batches: Any, rows_per_file: int, write: Any, *, slack: float = CUT_SLACK
+    sorted_batches: Any, rows_per_file: int, writers: _Writers, *, slack: float = CUT_SLACK
 ) -> list[dict[str, Any]]:
     """Cuts a stream of key-sorted batches (last column: the key) into files of about
     ``rows_per_file`` rows, each ended at the coarsest curve boundary within
     ``rows_per_file * (1 ± slack)`` rows (:func:`~lakequery.commands.zorder.best_cut`).
-    Holds at most one file plus one batch in memory."""
+    Holds about one file per writer thread plus one batch in memory."""
     lo = max(1, int(rows_per_file * (1 - slack)))
     hi = max(lo + 1, int(rows_per_file * (1 + slack)))
     pending: list[pa.RecordBatch] = []
     held = 0
-    adds: list[dict[str, Any]] = []
     previous: int | None = None
 
     def emit(count: int) -> None:
@@ -231,7 +270,8 @@ def _cut_files(
         keys = table.column(table.num_columns - 1)
         previous = int(keys[count - 1].as_py())
         data = table.drop_columns([table.column_names[-1]])
-        adds.extend(write(data.slice(0, count)))
+        chunk = data.slice(0, count)
+        writers.submit(lambda: chunk)
         rest = table.slice(count)
         pending = rest.to_batches()
         held = rest.num_rows
@@ -248,7 +288,19 @@ def _cut_files(
             emit(best_cut(previous, window, lo, hi))
     if held:
         emit(held)
-    return adds
+    return writers.finish()
+
+
+def _read_within(reader: pa.RecordBatchReader, budget: int) -> tuple[list[pa.RecordBatch], bool]:
+    """Batches of ``reader`` until ``budget`` bytes; True when the stream ended within it."""
+    batches: list[pa.RecordBatch] = []
+    held = 0
+    for batch in reader:
+        batches.append(batch)
+        held += batch.nbytes
+        if held > budget:
+            return batches, False
+    return batches, True
 
 
 def _cluster(
@@ -258,6 +310,56 @@ def _cluster(
     columns: Sequence[str],
     curve: Curve,
     *,
+    threads: int,
+    memory_bytes: int,
+) -> list[dict[str, Any]]:
+    # One output file per write: the cut decides the size, not the writer's rollover.
+    one_file = replace(state, target_file_size=1 << 62)
+    rows_per_file = _rows_per_file(files, state.target_file_size)
+    writers = _Writers(lambda data: write_data_files(data, one_file), threads)
+    try:
+        # A partition that fits in half the budget (the sorted copy needs the other half)
+        # is sorted in memory; a larger one goes through DuckDB, which spills.
+        batches, complete = _read_within(
+            snapshot.scan().restricted_to(files).to_arrow_reader(), memory_bytes // 2
+        )
+        if complete:
+            return _cluster_in_memory(batches, columns, curve, rows_per_file, writers)
+        del batches
+        return _cluster_spilling(
+            snapshot, files, columns, curve, rows_per_file, writers, threads, memory_bytes
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writers.finish()
+        raise
+
+
+def _cluster_in_memory(
+    batches: list[pa.RecordBatch],
+    columns: Sequence[str],
+    curve: Curve,
+    rows_per_file: int,
+    writers: _Writers,
+) -> list[dict[str, Any]]:
+    if not batches:
+        return writers.finish()
+    table = pa.Table.from_batches(batches)
+    keys = table_keys(table, columns, curve)
+    order = np.argsort(keys)
+    for start, end in file_bounds(keys[order], rows_per_file, CUT_SLACK):
+        rows = pa.array(order[start:end])
+        writers.submit(lambda rows=rows: table.take(rows))
+    return writers.finish()
+
+
+def _cluster_spilling(
+    snapshot: Snapshot,
+    files: pa.Table,
+    columns: Sequence[str],
+    curve: Curve,
+    rows_per_file: int,
+    writers: _Writers,
     threads: int,
     memory_bytes: int,
 ) -> list[dict[str, Any]]:
@@ -276,8 +378,6 @@ def _cluster(
             keys = pa.array(builder.keys(batch), pa.uint64())
             yield pa.RecordBatch.from_arrays([*batch.columns, keys], schema=schema)
 
-    # One output file per call: the cut decides the size, not the writer's rollover.
-    one_file = replace(state, target_file_size=1 << 62)
     spill = tempfile.mkdtemp(prefix="lakequery-sort-")
     con = duckdb.connect(
         config={
@@ -290,11 +390,7 @@ def _cluster(
     try:
         con.register("lq_cluster_source", pa.RecordBatchReader.from_batches(schema, tagged()))
         rel = con.sql(f"SELECT * FROM lq_cluster_source ORDER BY {_KEY}")
-        return _cut_files(
-            _duckdb_reader(rel),
-            _rows_per_file(files, state.target_file_size),
-            lambda data: write_data_files(data, one_file),
-        )
+        return _cut_files(_duckdb_reader(rel), rows_per_file, writers)
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

@@ -20,7 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
@@ -42,8 +44,9 @@ from udfs.zorder import (
 Curve = Literal["zorder", "hilbert"]
 #: Raw keys kept per column to choose quantile boundaries.
 SAMPLE_SIZE = 1 << 18
-#: Upper bound on the boundaries (ranks) per column.
-MAX_BOUNDARIES = 1 << 16
+#: Upper bound on the boundaries (ranks) per column: 4096 ranks per column are far finer
+#: than any file layout needs, and the boundary array stays in the L1 cache.
+MAX_BOUNDARIES = 1 << 12
 
 
 def check_clusterable(name: str, typ: pa.DataType) -> None:
@@ -137,11 +140,20 @@ class KeyBuilder:
 
     def keys(self, batch: pa.RecordBatch | pa.Table) -> npt.NDArray[np.uint64]:
         """The ``uint64`` clustering key of every row."""
-        n = batch.num_rows
+        return self.keys_from_raw([raw_keys(batch.column(name)) for name in self.columns])
+
+    def keys_from_raw(
+        self, raws: Sequence[tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]]
+    ) -> npt.NDArray[np.uint64]:
+        """Keys from the (raw keys, validity) of each column (see :func:`raw_keys`)."""
+        n = raws[0][0].size if raws else 0
         per_column = np.empty((len(self.columns), n), dtype=np.uint64)
-        for i, (name, bounds) in enumerate(zip(self.columns, self.boundaries, strict=True)):
-            raw, valid = raw_keys(batch.column(name))
+        for i, ((raw, valid), bounds) in enumerate(zip(raws, self.boundaries, strict=True)):
             per_column[i] = rank_keys(raw, valid, bounds, self.bits)
+        return self.combine(per_column)
+
+    def combine(self, per_column: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """One curve key per row from the ``(columns, rows)`` per-column keys."""
         if len(self.columns) == 1:
             single: npt.NDArray[np.uint64] = per_column[0]
             return single
@@ -188,13 +200,43 @@ class KeySampler:
 
     def builder(self, curve: Curve = "zorder") -> KeyBuilder:
         """A :class:`KeyBuilder` whose boundaries are quantiles of the sample."""
-        bits = 64 // max(1, len(self.columns))
-        limit = min(MAX_BOUNDARIES, (1 << min(bits, 62)) - 2) if bits > 1 else 1
+        limit = _boundary_limit(len(self.columns))
         bounds = []
         for parts in self.samples:
             sample = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-            bounds.append(quantile_boundaries(sample.astype(np.uint64), max(1, limit)))
+            bounds.append(quantile_boundaries(sample.astype(np.uint64), limit))
         return KeyBuilder(self.columns, bounds, curve)
+
+
+def _boundary_limit(columns: int) -> int:
+    bits = 64 // max(1, columns)
+    return max(1, min(MAX_BOUNDARIES, (1 << min(bits, 62)) - 2) if bits > 1 else 1)
+
+
+def table_keys(
+    table: pa.Table, columns: Sequence[str], curve: Curve = "zorder"
+) -> npt.NDArray[np.uint64]:
+    """Clustering keys of a whole in-memory table in one pass: raw keys once per column,
+    boundaries from every ``stride``-th of them, then ranks and the curve.
+
+    Example:
+        >>> t = pa.table({"a": [5, 1, 3], "b": [0.5, 0.1, 0.9]})
+        >>> [int(i) for i in table_keys(t, ["a", "b"]).argsort()]
+        [1, 2, 0]
+    """
+    stride = max(1, table.num_rows // SAMPLE_SIZE)
+    limit = _boundary_limit(len(columns))
+    builder = KeyBuilder(columns, [np.zeros(0, np.uint64)] * len(columns), curve)
+    per_column = np.empty((len(columns), table.num_rows), dtype=np.uint64)
+
+    def one(i: int) -> None:  # the kernels release the GIL: columns run in parallel
+        raw, valid = raw_keys(table.column(columns[i]))
+        bounds = quantile_boundaries(raw[::stride][valid[::stride]], limit)
+        per_column[i] = rank_keys(raw, valid, bounds, builder.bits)
+
+    with ThreadPoolExecutor(min(len(columns), os.cpu_count() or 1)) as pool:
+        list(pool.map(one, range(len(columns))))
+    return builder.combine(per_column)
 
 
 def best_cut(previous: int | None, keys: npt.NDArray[np.uint64], lo: int, hi: int) -> int:
@@ -222,8 +264,33 @@ def best_cut(previous: int | None, keys: npt.NDArray[np.uint64], lo: int, hi: in
         else np.concatenate([np.array([previous], dtype=np.uint64), keys[: hi - 1]])
     )
     change = np.bitwise_xor(before, keys[lo:hi])
-    # compare by the highest differing bit only; the first such row wins
-    return lo + int(np.argmax(highest_bit(change)))
+    # the largest XOR has the highest differing bit: the coarsest cell boundary
+    return lo + int(np.argmax(change))
+
+
+def file_bounds(
+    keys: npt.NDArray[np.uint64], rows_per_file: int, slack: float = 0.3
+) -> list[tuple[int, int]]:
+    """``(start, end)`` row ranges of sorted ``keys`` for files of about
+    ``rows_per_file`` rows, each ended by :func:`best_cut`.
+
+    Example:
+        >>> file_bounds(np.arange(10, dtype=np.uint64), 4)
+        [(0, 4), (4, 8), (8, 10)]
+    """
+    n = keys.size
+    lo = max(1, int(rows_per_file * (1 - slack)))
+    hi = max(lo + 1, int(rows_per_file * (1 + slack)))
+    out = []
+    start = 0
+    while n - start > hi:
+        previous = int(keys[start - 1]) if start else None
+        cut = start + best_cut(previous, keys[start : start + hi], lo, hi)
+        out.append((start, cut))
+        start = cut
+    if start < n:
+        out.append((start, n))
+    return out
 
 
 def highest_bit(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -248,6 +315,8 @@ __all__ = [
     "KeySampler",
     "best_cut",
     "check_clusterable",
+    "file_bounds",
     "highest_bit",
     "raw_keys",
+    "table_keys",
 ]
