@@ -344,7 +344,9 @@ def _cluster_in_memory(
 ) -> list[dict[str, Any]]:
     if not batches:
         return writers.finish()
-    table = pa.Table.from_batches(batches)
+    # One chunk per column: every ``take`` below would otherwise concatenate the chunks.
+    table = pa.Table.from_batches(batches).combine_chunks()
+    del batches
     keys = table_keys(table, columns, curve)
     order = np.argsort(keys)
     for start, end in file_bounds(keys[order], rows_per_file, CUT_SLACK):
