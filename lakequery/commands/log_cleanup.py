@@ -28,9 +28,9 @@ from __future__ import annotations
 import time
 
 from lakequery.commands.metrics import LogCleanupResult
-from lakequery.history import commit_timestamps
+from lakequery.history import monotonic_ms, read_commit_infos
 from lakequery.log_segment import load_state, log_dir
-from lakequery.protocol.log_files import build_listing, classify
+from lakequery.protocol.log_files import Listing, build_listing, classify
 from lakequery.protocol.properties import TableProperties, parse_bool
 from lakequery.storage import Storage
 
@@ -40,6 +40,38 @@ _DAY_MS = 86_400_000
 def cleanup_enabled(configuration: dict[str, str]) -> bool:
     """``delta.enableExpiredLogCleanup`` (default true)."""
     return parse_bool(configuration.get("delta.enableExpiredLogCleanup"), True)
+
+
+def _cutoff_checkpoint(
+    storage: Storage, listing: Listing, props: TableProperties, cutoff: int
+) -> int | None:
+    """The newest complete checkpoint whose commit is at or before ``cutoff``.
+
+    Commit timestamps only grow with the version, so "the newest checkpoint at or below
+    the newest commit older than the cutoff" is the newest checkpoint whose own commit is
+    older than the cutoff: only the checkpoint versions' timestamps are needed (file times
+    made monotonic over the whole listing, or their in-commit timestamps).
+    """
+    commits = listing.commits
+    file_times = dict(
+        zip(
+            (c.version for c in commits),
+            monotonic_ms([c.modified_ms for c in commits]),
+            strict=True,
+        )
+    )
+    candidates = sorted({c.version for c in listing.checkpoints if c.version in file_times})
+    ict: dict[int, dict[str, object]] = {}
+    if props.in_commit_timestamps:
+        start = props.ict_enablement_version or 0
+        ict = read_commit_infos(storage, [v for v in candidates if v >= start])
+    best = None
+    for version in candidates:
+        value = ict.get(version, {}).get("inCommitTimestamp")
+        ts = int(str(value)) if value is not None else file_times[version]
+        if ts <= cutoff:
+            best = version
+    return best
 
 
 def cleanup_expired_logs(
@@ -64,17 +96,11 @@ def cleanup_expired_logs(
     infos = storage.list_from(log_dir(storage), "")
     listing = build_listing((i.path, i.name, i.size, i.modified_ms) for i in infos)
     commits = listing.commits
-    if not commits:
+    if not commits or not listing.checkpoints:
         return LogCleanupResult(None, ())
-    times = commit_timestamps(storage, commits, props)
-    old = [c.version for c, t in zip(commits, times, strict=True) if t <= cutoff]
-    if not old:
-        return LogCleanupResult(None, ())
-    cutoff_commit = max(old)
-    checkpoints = [c.version for c in listing.checkpoints if c.version <= cutoff_commit]
-    if not checkpoints:
-        return LogCleanupResult(None, ())
-    keep_from = max(checkpoints)
+    keep_from = _cutoff_checkpoint(storage, listing, props, cutoff)
+    if keep_from is None or keep_from <= commits[0].version:
+        return LogCleanupResult(keep_from, ())
     if state.protocol.supports("checkpointProtection"):
         protected = int(config.get("delta.requireCheckpointProtectionBeforeVersion") or 0)
         if protected > keep_from:
