@@ -69,3 +69,27 @@ def test_empty_table_and_column_mapping(tmp_path: Path) -> None:
     m = lq.DeltaTable(mapped).optimize(z_order_by=["s", "dec"])
     assert m.committed
     assert lakequery_rows(mapped)["to_arrow"] == expected
+
+
+def test_row_tracking_refused_and_append_only_allowed(tmp_path: Path) -> None:
+    from lakequery.errors import UnsupportedFeatureError
+
+    tracked = str(tmp_path / "rt")
+    for k in range(2):
+        lq.write(
+            tracked,
+            sample_batch(k * 10, 10),
+            mode="append",
+            configuration={"delta.enableRowTracking": "true"},
+        )
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        lq.DeltaTable(tracked).optimize()
+    append_only = str(tmp_path / "ao")
+    for k in range(2):
+        lq.write(
+            append_only,
+            sample_batch(k * 10, 10),
+            mode="append",
+            configuration={"delta.appendOnly": "true"},
+        )
+    assert lq.DeltaTable(append_only).optimize().committed  # dataChange=false removes
