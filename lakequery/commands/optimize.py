@@ -12,11 +12,14 @@ Plan, then execute:
    file (or any DV) is one unit.
 2. :func:`optimize` rewrites the bins on ``max_concurrent_tasks`` threads (default:
    the CPU count). Compaction streams each bin's live rows (DVs applied) through
-   :func:`~lakequery.writer.data_files.write_data_files`. Clustering reads a partition
-   twice: first only the clustering columns, to sample quantile boundaries per column,
-   then every row, tagged with its 64-bit key (:mod:`lakequery.commands.zorder`), and
-   sorted by DuckDB (which spills to a temporary directory past its memory limit) into
-   files of ``target_file_size`` with tight statistics.
+   :func:`~lakequery.writer.data_files.write_data_files`. Clustering gives every row of
+   a partition a 64-bit curve key (:mod:`lakequery.commands.zorder`) and sorts by it: in
+   memory (``argsort`` + ``take``) when the partition fits in half of its share of
+   :data:`SORT_MEMORY_BYTES`, else in DuckDB, which spills to a temporary directory
+   (then the partition is read twice: the clustering columns to sample the quantile
+   boundaries, then every row). The sorted rows are cut into files near
+   ``target_file_size`` at curve-cell boundaries and written on a small thread pool,
+   with tight statistics.
 3. One transaction removes the rewritten files and adds the new ones, all with
    ``dataChange=false``: it runs under snapshot isolation, records the files it read,
    and fails with a :class:`~lakequery.errors.CommitConflictError` (new files deleted)
