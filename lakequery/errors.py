@@ -318,6 +318,49 @@ class InvalidPathError(LakeQueryError, ValueError):
         super().__init__(f"refusing path {path!r}: {reason}")
 
 
+# --- maintenance -----------------------------------------------------------------------------
+
+
+class RetentionError(LakeQueryError, ValueError):
+    """A VACUUM retention shorter than the table's, without ``enforce_retention=False``.
+
+    Attributes:
+        uri: the table.
+        retention_hours: the retention asked for.
+        table_retention_hours: ``delta.deletedFileRetentionDuration`` in hours.
+    """
+
+    def __init__(self, uri: str, retention_hours: float, table_retention_hours: float) -> None:
+        self.uri = uri
+        self.retention_hours = retention_hours
+        self.table_retention_hours = table_retention_hours
+        super().__init__(
+            f"refusing to VACUUM {uri!r} with a retention of {retention_hours:g} hours: the "
+            f"table keeps removed files {table_retention_hours:g} hours "
+            "(delta.deletedFileRetentionDuration); readers of older versions could fail. "
+            "Pass enforce_retention=False to do it anyway"
+        )
+
+
+class RestoreError(LakeQueryError):
+    """A RESTORE cannot bring back a version (e.g. its files were vacuumed).
+
+    Attributes:
+        uri: the table.
+        version: the version to restore.
+        missing: files the restore needs that no longer exist (first few).
+    """
+
+    def __init__(self, uri: str, version: int, missing: list[str], reason: str = "") -> None:
+        self.uri = uri
+        self.version = version
+        self.missing = missing
+        detail = reason or (
+            f"{len(missing)} file(s) it needs no longer exist (vacuumed?), e.g. {missing[:3]}"
+        )
+        super().__init__(f"cannot restore {uri!r} to version {version}: {detail}")
+
+
 __all__ = [
     "AppendOnlyError",
     "CommitConflictError",
@@ -339,6 +382,8 @@ __all__ = [
     "PredicateError",
     "ProtocolChangedError",
     "ProtocolError",
+    "RestoreError",
+    "RetentionError",
     "SchemaError",
     "SchemaMismatchError",
     "StorageError",

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +34,14 @@ if TYPE_CHECKING:
     from lakequery.cdf import ChangeScan
     from lakequery.commands.change_set import DmlMetrics
     from lakequery.commands.merge import MergeBuilder
+    from lakequery.commands.metrics import (
+        LogCleanupResult,
+        ManifestResult,
+        OptimizeMetrics,
+        RestoreMetrics,
+        VacuumResult,
+    )
+    from lakequery.commands.progress import ProgressCallback
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -347,3 +355,149 @@ class DeltaTable:
             columns=columns,
             filter=filter,
         )
+
+    # -- maintenance (lakequery.commands) --------------------------------------------------------
+    def optimize(
+        self,
+        *,
+        predicate: str | None = None,
+        target_file_size: int | None = None,
+        min_file_size: int | None = None,
+        z_order_by: Sequence[str] | str | None = None,
+        curve: Literal["zorder", "hilbert"] = "zorder",
+        max_concurrent_tasks: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> OptimizeMetrics:
+        """Compacts small files, purges deletion vectors, or clusters rows (Z-order or
+        Hilbert) in one ``dataChange=false`` commit; see :mod:`lakequery.commands.optimize`.
+
+        Args:
+            predicate: only partitions matching this (partition columns only).
+            target_file_size: bytes per output file (``delta.targetFileSize``, else 128 MiB).
+            min_file_size: files below this are compacted (default: the target).
+            z_order_by: clustering columns; rewrites whole partitions sorted by the key.
+            curve: ``"zorder"`` or ``"hilbert"``.
+            max_concurrent_tasks: bins rewritten at once (default: CPU count).
+            progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-optimize-doc"
+            >>> for i in range(3):
+            ...     _ = lq.write(uri, pa.table({"x": [i], "y": [3 - i]}), mode="append")
+            >>> m = lq.DeltaTable(uri).optimize(z_order_by=["x", "y"])
+            >>> m.files_removed, m.files_added
+            (3, 1)
+        """
+        from lakequery.commands.optimize import optimize
+
+        return optimize(
+            self.storage,
+            predicate=predicate,
+            target_file_size=target_file_size,
+            min_file_size=min_file_size,
+            z_order_by=z_order_by,
+            curve=curve,
+            max_concurrent_tasks=max_concurrent_tasks,
+            progress=progress,
+        )
+
+    def vacuum(
+        self,
+        *,
+        retention_hours: float | None = None,
+        dry_run: bool = True,
+        enforce_retention: bool = True,
+        progress: ProgressCallback | None = None,
+    ) -> VacuumResult:
+        """Deletes files that no version inside the retention window needs (data files,
+        DV files, change-data files); see :mod:`lakequery.commands.vacuum`.
+
+        Args:
+            retention_hours: default ``delta.deletedFileRetentionDuration`` (7 days).
+            dry_run: only return the files (default True).
+            enforce_retention: refuse a retention below the table's (RetentionError).
+            progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-vacuum-doc"
+            >>> _ = lq.write(uri, pa.table({"x": [1]}))
+            >>> lq.DeltaTable(uri).vacuum().files
+            ()
+        """
+        from lakequery.commands.vacuum import vacuum
+
+        return vacuum(
+            self.storage,
+            retention_hours=retention_hours,
+            dry_run=dry_run,
+            enforce_retention=enforce_retention,
+            progress=progress,
+        )
+
+    def restore(
+        self, *, version: int | None = None, as_of: datetime | str | None = None
+    ) -> RestoreMetrics:
+        """Returns the table to an older version's state in one new commit; see
+        :mod:`lakequery.commands.restore`.
+
+        Args:
+            version: the version to restore.
+            as_of: or the newest version committed at or before this time.
+
+        Raises:
+            RestoreError: files of that version were vacuumed.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-restore-doc"
+            >>> _ = lq.write(uri, pa.table({"x": [1]}))
+            >>> _ = lq.write(uri, pa.table({"x": [2]}), mode="append")
+            >>> lq.DeltaTable(uri).restore(version=0).version
+            2
+        """
+        from lakequery.commands.restore import restore
+
+        if (version is None) == (as_of is None):
+            raise ValueError("pass exactly one of version and as_of")
+        if as_of is not None:
+            target = self.version_as_of(as_of)
+            params: dict[str, Any] = {"timestamp": _parse_as_of(as_of).isoformat()}
+        else:
+            assert version is not None
+            target, params = version, {"version": version}
+        return restore(self.storage, target, parameters=params)
+
+    def generate_symlink_manifest(self) -> ManifestResult:
+        """Writes ``_symlink_format_manifest/`` (one file list per partition) for
+        file-list readers; refused while the table has deletion vectors. See
+        :mod:`lakequery.commands.manifest`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-manifest-doc"
+            >>> _ = lq.write(uri, pa.table({"x": [1]}))
+            >>> lq.DeltaTable(uri).generate_symlink_manifest().files_listed
+            1
+        """
+        from lakequery.commands.manifest import generate_symlink_manifest
+
+        return generate_symlink_manifest(self.storage)
+
+    def cleanup_log(self, *, retention_hours: float | None = None) -> LogCleanupResult:
+        """Deletes commits and checkpoints older than ``delta.logRetentionDuration``
+        (30 days) that no retained version needs (digest §7.8); also run after automatic
+        checkpoints unless ``delta.enableExpiredLogCleanup=false``.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-cleanup-doc"
+            >>> _ = lq.write(uri, pa.table({"x": [1]}))
+            >>> lq.DeltaTable(uri).cleanup_log().cutoff_version is None
+            True
+        """
+        from lakequery.commands.log_cleanup import cleanup_expired_logs
+
+        retention = None if retention_hours is None else int(retention_hours * 3_600_000)
+        return cleanup_expired_logs(self.storage, retention_ms=retention)

@@ -520,4 +520,16 @@ class Transaction:
         except Exception as exc:  # a failed checkpoint never fails the commit
             log.warning("checkpoint of version %d failed: %s", version, exc)
             return False
+        self._cleanup_expired_logs()
         return True
+
+    def _cleanup_expired_logs(self) -> None:
+        """Digest §7.8 after an automatic checkpoint, unless disabled by the table."""
+        from lakequery.commands.log_cleanup import cleanup_enabled, cleanup_expired_logs
+
+        if not cleanup_enabled(dict(self.metadata.configuration)):
+            return
+        try:
+            cleanup_expired_logs(self.storage)
+        except Exception as exc:  # cleanup is housekeeping: it never fails the commit
+            log.warning("expired log cleanup failed: %s", exc)

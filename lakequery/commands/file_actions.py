@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from lakequery.snapshot import Snapshot
 
 
-def add_actions(snapshot: Snapshot, files: pa.Table) -> list[dict[str, Any]]:
-    """The ``add`` actions (JSON form) of rows of ``snapshot.files()``."""
-    from lakequery.writer.partition_values import serialize_partition_values, uri_encode_path
+def partition_strings(snapshot: Snapshot, files: pa.Table) -> list[dict[str, str | None]]:
+    """The ``partitionValues`` map (physical keys, serialized values) of each file,
+    serialized per partition column with Arrow (not per file)."""
+    from lakequery.writer.partition_values import serialize_partition_values
 
     specs = snapshot.partition_column_specs()
     strings: list[tuple[str, list[str | None]]] = []
@@ -38,18 +39,29 @@ def add_actions(snapshot: Snapshot, files: pa.Table) -> list[dict[str, Any]]:
         parts: Any = files.column("partition_values").combine_chunks()
         for logical, key, t in specs:
             strings.append((key, serialize_partition_values(parts.field(logical), t)))
+    return [{key: values[i] for key, values in strings} for i in range(files.num_rows)]
+
+
+def add_actions(
+    snapshot: Snapshot, files: pa.Table, *, data_change: bool = True
+) -> list[dict[str, Any]]:
+    """The ``add`` actions (JSON form) that bring back exactly these rows of
+    ``snapshot.files()`` (DVs, stats, tags, row ids)."""
+    from lakequery.writer.partition_values import uri_encode_path
+
     out = []
-    for i, row in enumerate(files.to_pylist()):
+    for row, values in zip(files.to_pylist(), partition_strings(snapshot, files), strict=True):
         add: dict[str, Any] = {
             "path": uri_encode_path(row["path"]),
-            "partitionValues": {key: values[i] for key, values in strings},
+            "partitionValues": values,
             "size": row["size"],
             "modificationTime": row["modification_time"],
-            "dataChange": True,
+            "dataChange": data_change,
         }
+        dv = row.get("deletion_vector")
         optional = {
             "stats": row.get("stats"),
-            "deletionVector": row.get("deletion_vector"),
+            "deletionVector": {k: v for k, v in dv.items() if v is not None} if dv else None,
             "baseRowId": row.get("base_row_id"),
             "defaultRowCommitVersion": row.get("default_row_commit_version"),
             "tags": dict(row["tags"]) if row.get("tags") else None,
@@ -59,9 +71,15 @@ def add_actions(snapshot: Snapshot, files: pa.Table) -> list[dict[str, Any]]:
     return out
 
 
-def remove_actions(snapshot: Snapshot, files: pa.Table, now_ms: int) -> list[dict[str, Any]]:
-    """Extended ``remove`` actions (digest §4.4) for rows of ``snapshot.files()``."""
-    return [remove_of(add, now_ms) for add in add_actions(snapshot, files)]
+def remove_actions(
+    snapshot: Snapshot, files: pa.Table, now_ms: int, *, data_change: bool = True
+) -> list[dict[str, Any]]:
+    """Extended ``remove`` actions (digest §4.4) for rows of ``snapshot.files()``, keeping
+    each file's DV and row ids."""
+    out = [remove_of(add, now_ms) for add in add_actions(snapshot, files)]
+    for remove in out:
+        remove["dataChange"] = data_change
+    return out
 
 
 def only_partition_columns(predicate: str, snapshot: Snapshot) -> bool:

@@ -1,0 +1,123 @@
+"""Expired log cleanup (digest §7.8): delete commits and checkpoints nobody can time-travel to.
+
+1. ``cutoff`` = midnight UTC of ``now - delta.logRetentionDuration`` (30 days);
+2. the newest commit whose timestamp (in-commit timestamp where enabled, else the file's
+   modification time made monotonic) is at or before ``cutoff``;
+3. the newest complete checkpoint at or below that commit; none: nothing is deleted;
+4. commits, checkpoints (every kind, also incomplete or empty ones) and ``.crc`` files
+   below that checkpoint's version are deleted, oldest first, as are compaction files
+   starting at or below it. The checkpoint itself, its commit and everything newer stay,
+   so every version inside the retention window remains reconstructable. ``_last_checkpoint``
+   and V2 sidecars are never touched.
+
+:class:`~lakequery.txn.Transaction` runs it after each automatic checkpoint unless
+``delta.enableExpiredLogCleanup`` is false; :meth:`lakequery.DeltaTable.cleanup_log`
+runs it on demand. Tables with the ``checkpointProtection`` feature are left alone while
+``delta.requireCheckpointProtectionBeforeVersion`` lies above the cutoff checkpoint.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> uri = "memory://log-cleanup-doc"
+    >>> _ = lq.write(uri, pa.table({"x": [1]}))
+    >>> lq.DeltaTable(uri).cleanup_log().files_deleted     # nothing is 30 days old
+    ()
+"""
+
+from __future__ import annotations
+
+import time
+
+from lakequery.commands.metrics import LogCleanupResult
+from lakequery.history import monotonic_ms, read_commit_infos
+from lakequery.log_segment import load_state, log_dir
+from lakequery.protocol.log_files import Listing, build_listing, classify
+from lakequery.protocol.properties import TableProperties, parse_bool
+from lakequery.storage import Storage
+
+_DAY_MS = 86_400_000
+
+
+def cleanup_enabled(configuration: dict[str, str]) -> bool:
+    """``delta.enableExpiredLogCleanup`` (default true)."""
+    return parse_bool(configuration.get("delta.enableExpiredLogCleanup"), True)
+
+
+def _cutoff_checkpoint(
+    storage: Storage, listing: Listing, props: TableProperties, cutoff: int
+) -> int | None:
+    """The newest complete checkpoint whose commit is at or before ``cutoff``.
+
+    Commit timestamps only grow with the version, so "the newest checkpoint at or below
+    the newest commit older than the cutoff" is the newest checkpoint whose own commit is
+    older than the cutoff: only the checkpoint versions' timestamps are needed (file times
+    made monotonic over the whole listing, or their in-commit timestamps).
+    """
+    commits = listing.commits
+    file_times = dict(
+        zip(
+            (c.version for c in commits),
+            monotonic_ms([c.modified_ms for c in commits]),
+            strict=True,
+        )
+    )
+    candidates = sorted({c.version for c in listing.checkpoints if c.version in file_times})
+    ict: dict[int, dict[str, object]] = {}
+    if props.in_commit_timestamps:
+        start = props.ict_enablement_version or 0
+        ict = read_commit_infos(storage, [v for v in candidates if v >= start])
+    best = None
+    for version in candidates:
+        value = ict.get(version, {}).get("inCommitTimestamp")
+        ts = int(str(value)) if value is not None else file_times[version]
+        if ts <= cutoff:
+            best = version
+    return best
+
+
+def cleanup_expired_logs(
+    storage: Storage,
+    *,
+    retention_ms: int | None = None,
+    now_ms: int | None = None,
+) -> LogCleanupResult:
+    """Deletes the expired part of ``_delta_log``; see the module docstring.
+
+    Args:
+        storage: the table's storage.
+        retention_ms: log retention; default ``delta.logRetentionDuration``.
+        now_ms: the current time (tests).
+    """
+    state = load_state(storage, None, with_files=False)
+    config = dict(state.metadata.configuration)
+    props = TableProperties(config)
+    retention = props.log_retention_ms if retention_ms is None else int(retention_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    cutoff = ((now - retention) // _DAY_MS) * _DAY_MS
+    infos = storage.list_from(log_dir(storage), "")
+    listing = build_listing((i.path, i.name, i.size, i.modified_ms) for i in infos)
+    commits = listing.commits
+    if not commits or not listing.checkpoints:
+        return LogCleanupResult(None, ())
+    keep_from = _cutoff_checkpoint(storage, listing, props, cutoff)
+    if keep_from is None or keep_from <= commits[0].version:
+        return LogCleanupResult(keep_from, ())
+    if state.protocol.supports("checkpointProtection"):
+        protected = int(config.get("delta.requireCheckpointProtectionBeforeVersion") or 0)
+        if protected > keep_from:
+            return LogCleanupResult(keep_from, ())
+    doomed: list[tuple[int, str]] = []
+    for info in infos:
+        name = classify(info.name)
+        if name is None:
+            continue
+        if (name.kind in ("commit", "checkpoint", "crc") and name.version < keep_from) or (
+            name.kind == "compacted" and name.version <= keep_from
+        ):
+            doomed.append((name.version, info.path))
+    doomed.sort()
+    for _, path in doomed:
+        storage.delete(path)
+    return LogCleanupResult(keep_from, tuple(p for _, p in doomed))
+
+
+__all__ = ["cleanup_enabled", "cleanup_expired_logs"]

@@ -1,0 +1,586 @@
+"""OPTIMIZE: compaction (bin-packing small files, purging deletion vectors) and
+clustering (Z-order / Hilbert) of a table, committed as one ``dataChange=false`` commit.
+
+Plan, then execute:
+
+1. :func:`plan_optimize` (pure, over :meth:`Snapshot.files` metadata) picks the files:
+   per partition, files smaller than ``min_file_size`` and files whose deletion vector
+   leaves them small (``size * live fraction < min_file_size``) or hides more than
+   :data:`DV_PURGE_RATIO` of their rows are sorted by size and packed into bins of up
+   to ``target_file_size``; a bin of one file without a DV is dropped (rewriting it
+   would change nothing). With ``z_order_by`` every partition holding more than one
+   file (or any DV) is one unit.
+2. :func:`optimize` rewrites the bins on ``max_concurrent_tasks`` threads (default:
+   the CPU count). Compaction streams each bin's live rows (DVs applied) through
+   :func:`~lakequery.writer.data_files.write_data_files`. Clustering gives every row of
+   a partition a 64-bit curve key (:mod:`lakequery.commands.zorder`) and sorts by it: in
+   memory (``argsort`` + ``take``) when the partition fits in half of its share of
+   :data:`SORT_MEMORY_BYTES`, else in DuckDB, which spills to a temporary directory
+   (then the partition is read twice: the clustering columns to sample the quantile
+   boundaries, then every row). The sorted rows are cut into files near
+   ``target_file_size`` at curve-cell boundaries and written on a small thread pool,
+   with tight statistics.
+3. One transaction removes the rewritten files and adds the new ones, all with
+   ``dataChange=false``: it runs under snapshot isolation, records the files it read,
+   and fails with a :class:`~lakequery.errors.CommitConflictError` (new files deleted)
+   when a concurrent commit removed one of them; unrelated commits are retried past.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> uri = "memory://optimize-doc"
+    >>> for i in range(4):
+    ...     _ = lq.write(uri, pa.table({"x": [i, i + 10]}), mode="append")
+    >>> m = lq.DeltaTable(uri).optimize()
+    >>> m.files_removed, m.files_added, m.version
+    (4, 1, 4)
+    >>> lq.DeltaTable(uri).optimize().committed      # nothing left to do
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.commands.file_actions import (
+    only_partition_columns,
+    partition_match,
+    partition_strings,
+    remove_actions,
+)
+from lakequery.commands.metrics import OptimizeMetrics
+from lakequery.commands.progress import ProgressCallback, ProgressReporter
+from lakequery.commands.zorder import (
+    Curve,
+    KeySampler,
+    best_cut,
+    check_clusterable,
+    file_bounds,
+    table_keys,
+)
+from lakequery.errors import CommitConflictError, PredicateError, UnsupportedFeatureError
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage
+from lakequery.txn import Transaction
+from lakequery.writer.data_files import write_data_files
+from lakequery.writer.state import WriteState
+
+#: A file whose deletion vector hides more than this share of its rows is rewritten.
+DV_PURGE_RATIO = 0.05
+#: Memory DuckDB may use for one clustering sort before it spills (split among tasks).
+SORT_MEMORY_BYTES = 1 << 30
+_KEY = "__lq_cluster_key"
+#: Clustered files end at the best curve boundary within ``rows * (1 ± CUT_SLACK)``.
+CUT_SLACK = 0.3
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Files rewritten together: indexes into the considered files, one partition."""
+
+    partition: tuple[tuple[str, str | None], ...]
+    rows: tuple[int, ...]
+    size: int
+
+
+@dataclass(frozen=True)
+class OptimizePlan:
+    """What :func:`optimize` will rewrite.
+
+    Attributes:
+        files: the considered rows of :meth:`Snapshot.files` (after the predicate).
+        bins: groups of ``files`` rows to rewrite.
+    """
+
+    files: pa.Table
+    bins: tuple[Bin, ...]
+
+    @property
+    def num_files(self) -> int:
+        return sum(len(b.rows) for b in self.bins)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(b.size for b in self.bins)
+
+
+def storage_options_of(storage: Storage) -> dict[str, Any] | None:
+    """The options a backend was opened with (for writers that reopen the storage)."""
+    options = getattr(storage, "_options", None)
+    return dict(options) if options else None
+
+
+def _considered(snapshot: Snapshot, predicate: str | None) -> pa.Table:
+    files = snapshot.files()
+    if predicate is None or not files.num_rows:
+        return files
+    if not only_partition_columns(predicate, snapshot):
+        raise PredicateError(
+            predicate,
+            f"OPTIMIZE predicates may only use partition columns ({snapshot.partition_columns})",
+        )
+    return files.filter(partition_match(files, predicate))
+
+
+def _dv_cardinality(files: pa.Table) -> list[int]:
+    dv: Any = files.column("deletion_vector").combine_chunks()
+    card: Any = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
+    return [int(c) for c in card.to_pylist()]
+
+
+def plan_optimize(
+    snapshot: Snapshot,
+    files: pa.Table,
+    *,
+    target_file_size: int,
+    min_file_size: int,
+    cluster: bool,
+) -> OptimizePlan:
+    """Chooses the bins (pure: reads only the metadata in ``files``).
+
+    Example:
+        >>> import lakequery as lq
+        >>> snap = lq.DeltaTable(lq.demo.example_table()).snapshot()
+        >>> plan = plan_optimize(snap, snap.files(), target_file_size=1 << 20,
+        ...                      min_file_size=1 << 20, cluster=False)
+        >>> plan.num_files <= snap.num_files
+        True
+    """
+    sizes = [int(s or 0) for s in files.column("size").to_pylist()]
+    records = files.column("num_records").to_pylist()
+    cards = _dv_cardinality(files)
+    parts = partition_strings(snapshot, files)
+    groups: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for i, pv in enumerate(parts):
+        groups.setdefault(tuple(sorted(pv.items())), []).append(i)
+    bins: list[Bin] = []
+    for key in sorted(groups, key=lambda k: [(n, v or "") for n, v in k]):
+        members = groups[key]
+        if cluster:
+            if len(members) > 1 or any(cards[i] for i in members):
+                bins.append(Bin(key, tuple(members), sum(sizes[i] for i in members)))
+            continue
+        candidates = []
+        for i in members:
+            n = records[i]
+            live = 1.0 - cards[i] / n if n else 1.0
+            effective = int(sizes[i] * live)
+            purge = cards[i] > 0 and (
+                effective < min_file_size or (n and cards[i] / n > DV_PURGE_RATIO)
+            )
+            if sizes[i] < min_file_size or purge:
+                candidates.append((effective, i))
+        candidates.sort()
+        current: list[int] = []
+        filled = 0
+        packed: list[list[int]] = []
+        for effective, i in candidates:
+            if current and filled + effective > target_file_size:
+                packed.append(current)
+                current, filled = [], 0
+            current.append(i)
+            filled += effective
+        if current:
+            packed.append(current)
+        for rows in packed:
+            if len(rows) == 1 and not cards[rows[0]]:
+                continue  # one file, nothing deleted: rewriting it changes nothing
+            bins.append(Bin(key, tuple(rows), sum(sizes[i] for i in rows)))
+    return OptimizePlan(files, tuple(bins))
+
+
+def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
+    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    reader: pa.RecordBatchReader = method()
+    return reader
+
+
+def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dict[str, Any]]:
+    # DuckDB's Parquet reader opens many small files faster than pyarrow.dataset; it
+    # applies the DVs (anti-join on file_row_number) and streams batches to the writer.
+    import duckdb
+
+    con = duckdb.connect(config={"threads": 2})
+    try:
+        rel = snapshot.scan().restricted_to(files).to_duckdb(con)
+        return write_data_files(_duckdb_reader(rel), state)
+    finally:
+        con.close()
+
+
+def _rows_per_file(files: pa.Table, target_file_size: int) -> int:
+    """Live rows per output file so that files come out near the target size."""
+    sizes = pc.sum(files.column("size")).as_py() or 0
+    records = pc.sum(files.column("num_records")).as_py() or 0
+    deleted = sum(_dv_cardinality(files))
+    live = max(0, int(records) - deleted)
+    if not records:
+        return 1 << 20
+    live_bytes = int(sizes) * live / int(records)
+    n_files = max(1, round(live_bytes / target_file_size))
+    return max(1, -(-live // n_files))
+
+
+class _Writers:
+    """Writes files on ``threads`` threads while the caller prepares the next ones; at most
+    ``threads`` files wait, so memory stays bounded."""
+
+    def __init__(self, write: Any, threads: int) -> None:
+        self.write = write
+        self.pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="lakequery-cluster")
+        self.limit = max(1, threads)
+        self.pending: list[Any] = []
+        self.adds: list[dict[str, Any]] = []
+
+    def submit(self, make: Any) -> None:
+        while len(self.pending) >= self.limit:
+            self.adds.extend(self.pending.pop(0).result())
+        self.pending.append(self.pool.submit(lambda: self.write(make())))
+
+    def finish(self) -> list[dict[str, Any]]:
+        try:
+            for f in self.pending:
+                self.adds.extend(f.result())
+        finally:
+            self.pool.shutdown(wait=True)
+        return self.adds
+
+
+def _cut_files(
+    sorted_batches: Any, rows_per_file: int, writers: _Writers, *, slack: float = CUT_SLACK
+) -> list[dict[str, Any]]:
+    """Cuts a stream of key-sorted batches (last column: the key) into files of about
+    ``rows_per_file`` rows, each ended at the coarsest curve boundary within
+    ``rows_per_file * (1 ± slack)`` rows (:func:`~lakequery.commands.zorder.best_cut`).
+    Holds about one file per writer thread plus one batch in memory."""
+    lo = max(1, int(rows_per_file * (1 - slack)))
+    hi = max(lo + 1, int(rows_per_file * (1 + slack)))
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    previous: int | None = None
+
+    def emit(count: int) -> None:
+        nonlocal pending, held, previous
+        table = pa.Table.from_batches(pending)
+        keys = table.column(table.num_columns - 1)
+        previous = int(keys[count - 1].as_py())
+        data = table.drop_columns([table.column_names[-1]])
+        chunk = data.slice(0, count)
+        writers.submit(lambda: chunk)
+        rest = table.slice(count)
+        pending = rest.to_batches()
+        held = rest.num_rows
+
+    for batch in sorted_batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        while held >= hi:
+            keys_table = pa.Table.from_batches(pending)
+            keys = keys_table.column(keys_table.num_columns - 1)
+            window = np.asarray(keys.slice(0, hi).to_numpy(), dtype=np.uint64)
+            emit(best_cut(previous, window, lo, hi))
+    if held:
+        emit(held)
+    return writers.finish()
+
+
+def _read_within(reader: pa.RecordBatchReader, budget: int) -> tuple[list[pa.RecordBatch], bool]:
+    """Batches of ``reader`` until ``budget`` bytes; True when the stream ended within it."""
+    batches: list[pa.RecordBatch] = []
+    held = 0
+    for batch in reader:
+        batches.append(batch)
+        held += batch.nbytes
+        if held > budget:
+            return batches, False
+    return batches, True
+
+
+def _cluster(
+    snapshot: Snapshot,
+    files: pa.Table,
+    state: WriteState,
+    columns: Sequence[str],
+    curve: Curve,
+    *,
+    threads: int,
+    memory_bytes: int,
+) -> list[dict[str, Any]]:
+    # One output file per write: the cut decides the size, not the writer's rollover.
+    one_file = replace(state, target_file_size=1 << 62)
+    rows_per_file = _rows_per_file(files, state.target_file_size)
+    writers = _Writers(lambda data: write_data_files(data, one_file), threads)
+    try:
+        # A partition that fits in half the budget (the sorted copy needs the other half)
+        # is sorted in memory; a larger one goes through DuckDB, which spills.
+        batches, complete = _read_within(
+            snapshot.scan().restricted_to(files).to_arrow_reader(), memory_bytes // 2
+        )
+        if complete:
+            return _cluster_in_memory(batches, columns, curve, rows_per_file, writers)
+        del batches
+        return _cluster_spilling(
+            snapshot, files, columns, curve, rows_per_file, writers, threads, memory_bytes
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            writers.finish()
+        raise
+
+
+def _cluster_in_memory(
+    batches: list[pa.RecordBatch],
+    columns: Sequence[str],
+    curve: Curve,
+    rows_per_file: int,
+    writers: _Writers,
+) -> list[dict[str, Any]]:
+    if not batches:
+        return writers.finish()
+    # One chunk per column: every ``take`` below would otherwise concatenate the chunks.
+    table = pa.Table.from_batches(batches).combine_chunks()
+    del batches
+    keys = table_keys(table, columns, curve)
+    order = np.argsort(keys)
+    for start, end in file_bounds(keys[order], rows_per_file, CUT_SLACK):
+        rows = pa.array(order[start:end])
+        writers.submit(lambda rows=rows: table.take(rows))
+    return writers.finish()
+
+
+def _cluster_spilling(
+    snapshot: Snapshot,
+    files: pa.Table,
+    columns: Sequence[str],
+    curve: Curve,
+    rows_per_file: int,
+    writers: _Writers,
+    threads: int,
+    memory_bytes: int,
+) -> list[dict[str, Any]]:
+    import duckdb
+
+    expected = pc.sum(files.column("num_records")).as_py() or None
+    sampler = KeySampler(columns, expected)
+    for batch in snapshot.scan(columns=list(columns)).restricted_to(files).to_arrow_reader():
+        sampler.add(batch)
+    builder = sampler.builder(curve)
+    source = snapshot.scan().restricted_to(files).to_arrow_reader()
+    schema = source.schema.append(pa.field(_KEY, pa.uint64()))
+
+    def tagged() -> Any:
+        for batch in source:
+            keys = pa.array(builder.keys(batch), pa.uint64())
+            yield pa.RecordBatch.from_arrays([*batch.columns, keys], schema=schema)
+
+    spill = tempfile.mkdtemp(prefix="lakequery-sort-")
+    con = duckdb.connect(
+        config={
+            "memory_limit": f"{max(64 << 20, memory_bytes) >> 20}MB",
+            "temp_directory": spill,
+            "threads": max(1, threads),
+            "preserve_insertion_order": False,
+        }
+    )
+    try:
+        con.register("lq_cluster_source", pa.RecordBatchReader.from_batches(schema, tagged()))
+        rel = con.sql(f"SELECT * FROM lq_cluster_source ORDER BY {_KEY}")
+        return _cut_files(_duckdb_reader(rel), rows_per_file, writers)
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _delete_quietly(storage: Storage, adds: Sequence[dict[str, Any]]) -> None:
+    from urllib.parse import unquote
+
+    for a in adds:
+        with contextlib.suppress(Exception):  # best effort: leftovers are orphans for VACUUM
+            storage.delete(storage.join(unquote(a["path"])))
+
+
+def optimize(
+    storage: Storage,
+    *,
+    predicate: str | None = None,
+    target_file_size: int | None = None,
+    min_file_size: int | None = None,
+    z_order_by: Sequence[str] | str | None = None,
+    curve: Curve = "zorder",
+    max_concurrent_tasks: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> OptimizeMetrics:
+    """Compacts (or clusters) the latest version of a table; see the module docstring.
+
+    Args:
+        storage: the table's storage.
+        predicate: only files whose partition values match (partition columns only).
+        target_file_size: bytes per output file; default ``delta.targetFileSize``, else
+            128 MiB.
+        min_file_size: files below this are compacted; default ``target_file_size``.
+        z_order_by: clustering columns (rewrites whole partitions, sorted by the key).
+        curve: ``"zorder"`` (bit interleaving) or ``"hilbert"``.
+        max_concurrent_tasks: bins rewritten at once (default: CPU count).
+        progress: called with a :class:`~lakequery.commands.progress.Progress` as files
+            finish; without it, a bar is drawn when stderr is a terminal.
+
+    Returns:
+        :class:`~lakequery.commands.metrics.OptimizeMetrics`; ``version`` is None when
+        nothing needed rewriting (nothing is committed then).
+
+    Raises:
+        PredicateError: the predicate uses a non-partition column.
+        SchemaError: a clustering column is missing or of an unsupported type.
+        UnsupportedFeatureError: the table has row tracking (rewriting would change row
+            ids, which lakequery does not yet preserve).
+        CommitConflictError: a concurrent commit removed a rewritten file.
+    """
+    from lakequery.errors import SchemaError
+    from lakequery.log_segment import load_state
+
+    started = time.monotonic()
+    snapshot = Snapshot(storage, load_state(storage, None))
+    if snapshot.protocol.supports("rowTracking"):
+        raise UnsupportedFeatureError(
+            "rowTracking", operation="optimize", detail="rewritten rows would get new row ids"
+        )
+    columns: tuple[str, ...] = ()
+    if z_order_by is not None:
+        names = [z_order_by] if isinstance(z_order_by, str) else list(z_order_by)
+        if not names:
+            raise ValueError("z_order_by needs at least one column")
+        schema = snapshot.schema
+        lowered = {n.lower(): n for n in schema.names}
+        resolved = []
+        for name in names:
+            real = name if name in schema.names else lowered.get(name.lower())
+            if real is None:
+                raise SchemaError(f"no column {name!r} to cluster by (columns: {schema.names})")
+            if real in snapshot.partition_columns:
+                raise SchemaError(f"{real!r} is a partition column: clustering by it is useless")
+            check_clusterable(real, schema.field(real).type)
+            resolved.append(real)
+        columns = tuple(resolved)
+    if curve not in ("zorder", "hilbert"):
+        raise ValueError(f"curve must be 'zorder' or 'hilbert', not {curve!r}")
+    options = storage_options_of(storage)
+    state = WriteState.for_table(
+        storage.root,
+        snapshot.metadata,
+        snapshot.protocol,
+        storage_options=options,
+        target_file_size=target_file_size,
+        data_change=False,
+    )
+    target = state.target_file_size
+    minimum = target if min_file_size is None else int(min_file_size)
+    files = _considered(snapshot, predicate)
+    plan = plan_optimize(
+        snapshot, files, target_file_size=target, min_file_size=minimum, cluster=bool(columns)
+    )
+    tasks = max(1, max_concurrent_tasks or os.cpu_count() or 1)
+    all_adds: list[dict[str, Any]] = []
+    if plan.bins:
+        order = sorted(plan.bins, key=lambda b: -b.size)  # big first: better load balance
+        cores = os.cpu_count() or 1
+        workers = min(tasks, len(order))
+        with (
+            ProgressReporter(
+                "OPTIMIZE", plan.num_files, plan.num_bytes, callback=progress
+            ) as reporter,
+            ThreadPoolExecutor(workers, thread_name_prefix="lakequery-optimize") as pool,
+        ):
+
+            def run(b: Bin) -> list[dict[str, Any]]:
+                chosen = files.take(pa.array(b.rows, pa.int64()))
+                if columns:
+                    adds = _cluster(
+                        snapshot,
+                        chosen,
+                        state,
+                        columns,
+                        curve,
+                        threads=max(1, cores // workers),
+                        memory_bytes=SORT_MEMORY_BYTES // workers,
+                    )
+                else:
+                    adds = _compact(snapshot, chosen, state)
+                reporter.advance(len(b.rows), b.size)
+                return adds
+
+            futures = [pool.submit(run, b) for b in order]
+            failure: BaseException | None = None
+            for f in futures:
+                try:
+                    all_adds.extend(f.result())
+                except BaseException as exc:  # finish the others, then clean up and raise
+                    failure = failure or exc
+            if failure is not None:
+                _delete_quietly(storage, all_adds)
+                raise failure
+    rows = sorted(i for b in plan.bins for i in b.rows)
+    removed = files.take(pa.array(rows, pa.int64())) if rows else files.slice(0, 0)
+    cards = _dv_cardinality(removed)
+    metrics = OptimizeMetrics(
+        version=None,
+        files_added=len(all_adds),
+        files_removed=removed.num_rows,
+        bytes_added=sum(int(a["size"]) for a in all_adds),
+        bytes_removed=int(pc.sum(removed.column("size")).as_py() or 0),
+        partitions_optimized=len({b.partition for b in plan.bins}),
+        num_bins=len(plan.bins),
+        dvs_purged=sum(1 for c in cards if c),
+        files_considered=files.num_rows,
+        files_skipped=files.num_rows - removed.num_rows,
+        duration_ms=0,
+        rows_purged=sum(cards),
+        z_order_by=columns,
+        curve=curve if columns else None,
+    )
+    if not plan.bins:
+        return replace(metrics, duration_ms=int((time.monotonic() - started) * 1000))
+    txn = Transaction(
+        storage,
+        snapshot,
+        operation="OPTIMIZE",
+        parameters={
+            "predicate": [predicate] if predicate else [],
+            "zOrderBy": list(columns),
+            **({"curve": curve} if columns else {}),
+            "targetSize": target,
+        },
+    )
+    txn.read_files(str(p) for p in removed.column("path").to_pylist())
+    txn.remove_files(
+        remove_actions(snapshot, removed, now_ms=int(time.time() * 1000), data_change=False)
+    )
+    txn.add_files(all_adds)
+    duration = int((time.monotonic() - started) * 1000)
+    metrics = replace(metrics, duration_ms=duration)
+    txn.metrics = dict(metrics.operation_metrics())
+    try:
+        result = txn.commit()
+    except CommitConflictError:
+        _delete_quietly(storage, all_adds)
+        raise
+    return replace(
+        metrics,
+        version=result.version,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+__all__ = ["DV_PURGE_RATIO", "Bin", "OptimizePlan", "optimize", "plan_optimize"]

@@ -1,0 +1,130 @@
+"""RESTORE: one commit that returns the table to an older version's state.
+
+The live files of the target version and of the latest version are compared by their
+replay key (path + deletion-vector id): files only in the target are re-added with their
+old statistics, DV, tags and row ids; files only in the latest version are removed (a
+file whose DV differs is both: the latest (path, DV) removed, the old one added). The
+table metadata (schema, properties) goes back to the target's; the protocol never goes
+down. Before committing, one listing of the table checks that every file to re-add (and
+its DV file) still exists: a restore past a VACUUM raises
+:class:`~lakequery.errors.RestoreError` and commits nothing.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> uri = "memory://restore-doc"
+    >>> _ = lq.write(uri, pa.table({"x": [1, 2]}))
+    >>> _ = lq.write(uri, pa.table({"x": [3]}), mode="overwrite")
+    >>> m = lq.DeltaTable(uri).restore(version=0)
+    >>> m.version, m.files_added, m.files_removed
+    (2, 1, 1)
+    >>> sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("x").to_pylist())
+    [1, 2]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.commands.file_actions import add_actions, remove_actions
+from lakequery.commands.listing import list_tree
+from lakequery.commands.metrics import RestoreMetrics
+from lakequery.commands.vacuum import _dv_paths
+from lakequery.errors import RestoreError
+from lakequery.log_segment import load_state
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage
+from lakequery.txn import Transaction
+
+
+def file_keys(files: pa.Table) -> pa.Array[Any]:
+    """The replay key of each row of :meth:`Snapshot.files`: path and DV id."""
+    dv: Any = files.column("deletion_vector").combine_chunks()
+    pieces = [
+        files.column("path").combine_chunks(),
+        pc.fill_null(pc.struct_field(dv, "storageType"), ""),
+        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), ""),
+        pc.fill_null(pc.cast(pc.struct_field(dv, "offset"), pa.string()), ""),
+    ]
+    out: pa.Array[Any] = pc.binary_join_element_wise(*pieces, "\x00")
+    return out
+
+
+def _size(files: pa.Table) -> int:
+    return int(pc.sum(files.column("size")).as_py() or 0)
+
+
+def restore(
+    storage: Storage,
+    version: int,
+    *,
+    parameters: dict[str, Any] | None = None,
+) -> RestoreMetrics:
+    """Commits the state of ``version`` as a new version.
+
+    Args:
+        storage: the table's storage.
+        version: the version to bring back.
+        parameters: ``commitInfo.operationParameters`` (``version`` or ``timestamp``).
+
+    Returns:
+        :class:`~lakequery.commands.metrics.RestoreMetrics`; ``version`` is None when the
+        latest version already has that state (nothing is committed).
+
+    Raises:
+        VersionNotFoundError: the version cannot be reconstructed.
+        RestoreError: files the version needs were deleted (VACUUM).
+    """
+    started = time.monotonic()
+    latest = Snapshot(storage, load_state(storage, None))
+    target = Snapshot(storage, load_state(storage, version))
+    now_files, old_files = latest.files(), target.files()
+    now_keys, old_keys = file_keys(now_files), file_keys(old_files)
+    to_add = old_files.filter(pc.invert(pc.is_in(old_keys, value_set=now_keys)))
+    to_remove = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=old_keys)))
+    same_metadata = latest.metadata == target.metadata
+
+    def metrics(committed: int | None) -> RestoreMetrics:
+        return RestoreMetrics(
+            version=committed,
+            restored_version=version,
+            files_added=to_add.num_rows,
+            files_removed=to_remove.num_rows,
+            bytes_added=_size(to_add),
+            bytes_removed=_size(to_remove),
+            num_files_after=old_files.num_rows,
+            table_size_after=_size(old_files),
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+
+    if not to_add.num_rows and not to_remove.num_rows and same_metadata:
+        return metrics(None)
+    if to_add.num_rows:
+        needed = [str(p) for p in to_add.column("path").to_pylist()]
+        needed += _dv_paths(storage, to_add.column("deletion_vector").to_pylist())
+        present = list_tree(storage).column("path")
+        wanted = pa.array(needed, pa.string())
+        missing = wanted.filter(pc.invert(pc.is_in(wanted, value_set=present)))
+        if len(missing):
+            raise RestoreError(storage.root, version, [str(p) for p in missing.to_pylist()])
+    txn = Transaction(
+        storage,
+        latest,
+        operation="RESTORE",
+        parameters=parameters if parameters is not None else {"version": version},
+    )
+    txn.read_whole_table()
+    if not same_metadata:
+        txn.set_metadata(target.metadata)
+    now = int(time.time() * 1000)
+    txn.remove_files(remove_actions(latest, to_remove, now_ms=now, data_change=True))
+    txn.add_files(add_actions(target, to_add, data_change=True))
+    txn.metrics = dict(metrics(None).operation_metrics())
+    result = txn.commit()
+    return metrics(result.version)
+
+
+__all__ = ["file_keys", "restore"]

@@ -1,0 +1,96 @@
+"""Expired log cleanup (digest §7.8): old commits and checkpoints go, every version inside
+the retention window stays readable (lakequery and deltalake); automatic after checkpoints
+unless disabled; in-commit timestamps decide when present."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from maint_tables import deltalake_rows, lakequery_rows
+
+import lakequery as lq
+from lakequery.errors import VersionNotFoundError
+
+DAY_S = 86400
+
+
+def _log(uri: str) -> Path:
+    return Path(uri) / "_delta_log"
+
+
+def _make(uri: str, commits: int, config: dict[str, str] | None = None) -> None:
+    conf = {"delta.checkpointInterval": "3", **(config or {})}
+    lq.write(uri, pa.table({"x": [0]}), configuration=conf)
+    for i in range(1, commits):
+        lq.write(uri, pa.table({"x": [i]}), mode="append")
+
+
+def _age(uri: str, versions: range, days: float) -> None:
+    """Backdates the commit (and checkpoint) files of some versions."""
+    when = time.time() - days * DAY_S
+    for v in versions:
+        for p in _log(uri).glob(f"{v:020d}.*"):
+            os.utime(p, (when, when))
+
+
+def _versions(uri: str, suffix: str) -> list[int]:
+    return sorted(int(p.name[:20]) for p in _log(uri).glob(f"*{suffix}"))
+
+
+def test_cleanup_keeps_every_retained_version_readable(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _make(uri, 10)
+    assert _versions(uri, ".checkpoint.parquet") == [3, 6, 9]
+    _age(uri, range(0, 8), days=40)  # versions 0..7 are older than 30 days (+ midnight)
+    expected = {v: lakequery_rows(uri, version=v)["to_arrow"] for v in range(6, 10)}
+    r = lq.DeltaTable(uri).cleanup_log()
+    assert r.cutoff_version == 6
+    assert _versions(uri, ".json") == list(range(6, 10))
+    assert _versions(uri, ".checkpoint.parquet") == [6, 9]
+    for v, rows in expected.items():
+        assert lakequery_rows(uri, version=v)["to_arrow"] == rows
+        assert deltalake_rows(uri, version=v) == rows
+    with pytest.raises(VersionNotFoundError):
+        lq.DeltaTable(uri).snapshot(version=5)
+    assert [e.version for e in lq.DeltaTable(uri).history()][-1] == 6
+    # a second run finds nothing more to delete
+    assert lq.DeltaTable(uri).cleanup_log().files_deleted == ()
+
+
+def test_nothing_without_an_old_enough_checkpoint(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _make(uri, 5)
+    _age(uri, range(0, 2), days=40)  # the only checkpoint (3) is young
+    assert lq.DeltaTable(uri).cleanup_log().files_deleted == ()
+    assert _versions(uri, ".json") == list(range(5))
+
+
+def test_runs_after_automatic_checkpoints_unless_disabled(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _make(uri, 5)
+    _age(uri, range(0, 5), days=40)
+    lq.write(uri, pa.table({"x": [5]}), mode="append")  # v5, then v6 checkpoints
+    lq.write(uri, pa.table({"x": [6]}), mode="append")
+    assert _versions(uri, ".json")[0] == 3  # cleaned up to the checkpoint at 3
+    assert lakequery_rows(uri)["to_arrow"] == [(i,) for i in range(7)]
+
+    other = str(tmp_path / "u")
+    _make(other, 5, {"delta.enableExpiredLogCleanup": "false"})
+    _age(other, range(0, 5), days=40)
+    lq.write(other, pa.table({"x": [5]}), mode="append")
+    lq.write(other, pa.table({"x": [6]}), mode="append")
+    assert _versions(other, ".json")[0] == 0
+
+
+def test_in_commit_timestamps_decide(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _make(uri, 8, {"delta.enableInCommitTimestamps": "true"})
+    _age(uri, range(0, 8), days=40)  # file times lie; the in-commit timestamps are recent
+    assert lq.DeltaTable(uri).cleanup_log().files_deleted == ()
+    assert _versions(uri, ".json") == list(range(8))
+    # with a zero retention, the midnight cutoff still keeps today's commits
+    assert lq.DeltaTable(uri).cleanup_log(retention_hours=0).files_deleted == ()

@@ -1,0 +1,45 @@
+"""Progress reporting: callback values, and the bar drawn only on a terminal."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from lakequery.commands.progress import Progress, ProgressReporter
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_bar_only_on_a_terminal_without_callback() -> None:
+    tty = _Terminal()
+    with ProgressReporter("OPTIMIZE", 4, 4096, stream=tty) as rep:
+        rep.advance(2, 2048)
+        rep.advance(2, 2048)
+    text = tty.getvalue()
+    assert "OPTIMIZE [" in text and "4/4 files" in text and text.endswith("\n")
+    plain = io.StringIO()
+    with ProgressReporter("OPTIMIZE", 4, 4096, stream=plain) as rep:
+        rep.advance(4, 4096)
+    assert plain.getvalue() == ""
+    seen: list[Progress] = []
+    tty2 = _Terminal()
+    with ProgressReporter("VACUUM", 1, 0, callback=seen.append, stream=tty2) as rep:
+        rep.advance(1, 0)
+    assert tty2.getvalue() == "" and seen[0].fraction == 1.0
+
+
+def test_thread_safe_totals() -> None:
+    seen: list[Progress] = []
+    rep = ProgressReporter("OPTIMIZE", 400, 400, callback=seen.append)
+    threads = [
+        threading.Thread(target=lambda: [rep.advance(1, 1) for _ in range(100)]) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert rep.files_done == 400 and rep.bytes_done == 400
+    assert max(p.files_done for p in seen) == 400

@@ -1,0 +1,81 @@
+"""RESTORE: round trips to every version (DVs, partitions, schema changes), time-based
+restore, no-op restores, and refusal once the needed files were vacuumed."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from maint_tables import DV_CONFIG, assert_readers_agree, delete_rows, lakequery_rows, sample_batch
+
+import lakequery as lq
+from lakequery.errors import RestoreError
+
+
+def _history_table(uri: str) -> None:
+    lq.write(uri, sample_batch(0, 60), partition_by=["p"], configuration=DV_CONFIG)  # v0
+    lq.write(uri, sample_batch(60, 30), mode="append")  # v1
+    delete_rows(uri, lambda path, n: range(0, n, 4))  # v2: DVs
+    delete_rows(uri, lambda path, n: range(1, n, 4))  # v3: bigger DVs on the same files
+    lq.write(uri, sample_batch(500, 10, ("a",)), mode="overwrite", predicate="p = 'a'")  # v4
+    lq.DeltaTable(uri).optimize(min_file_size=1)  # v5: DV purge
+
+
+def test_round_trips_to_every_version(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _history_table(uri)
+    latest = lq.DeltaTable(uri).snapshot().version
+    states = {v: lakequery_rows(uri, version=v)["to_arrow"] for v in range(latest + 1)}
+    for v in [0, 3, 1, 2, 4, latest]:
+        m = lq.DeltaTable(uri).restore(version=v)
+        assert m.restored_version == v
+        assert_readers_agree(uri, states[v])
+        info = json.loads(
+            (Path(uri) / "_delta_log" / f"{m.version:020d}.json").read_text().splitlines()[0]
+        )["commitInfo"]
+        assert info["operation"] == "RESTORE"
+        assert info["operationParameters"]["version"] == str(v)
+        assert int(info["operationMetrics"]["numRestoredFiles"]) == m.files_added
+    # restoring the state the table already has commits nothing
+    before = lq.DeltaTable(uri).snapshot().version
+    assert lq.DeltaTable(uri).restore(version=latest).version is None
+    assert lq.DeltaTable(uri).snapshot().version == before
+
+
+def test_restore_brings_back_the_schema(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"a": [1]}))
+    lq.write(uri, pa.table({"a": [2], "b": ["x"]}), mode="append", schema_mode="merge")
+    lq.DeltaTable(uri).restore(version=0)
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap.schema.names == ["a"]
+    assert_readers_agree(uri, [(1,)])
+
+
+def test_restore_as_of_a_time(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"a": [1]}))
+    time.sleep(0.05)
+    middle = lq.DeltaTable(uri).history()[0].timestamp
+    time.sleep(0.05)
+    lq.write(uri, pa.table({"a": [2]}), mode="append")
+    m = lq.DeltaTable(uri).restore(as_of=middle)
+    assert m.restored_version == 0 and m.files_removed == 1 and m.files_added == 0
+    assert_readers_agree(uri, [(1,)])
+    with pytest.raises(ValueError):
+        lq.DeltaTable(uri).restore()
+
+
+def test_restore_refuses_vacuumed_versions(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"a": [1]}))
+    lq.write(uri, pa.table({"a": [2]}), mode="overwrite")
+    time.sleep(0.01)
+    lq.DeltaTable(uri).vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
+    with pytest.raises(RestoreError) as err:
+        lq.DeltaTable(uri).restore(version=0)
+    assert err.value.version == 0 and err.value.missing
+    assert lq.DeltaTable(uri).snapshot().version == 1  # nothing committed
