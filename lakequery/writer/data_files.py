@@ -22,6 +22,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
 import json
 import time
 import uuid
@@ -74,6 +76,26 @@ CHANGE_TYPE_COLUMN = "_change_type"
 CHANGE_DATA_DIR = "_change_data"
 
 WriteInput = Any  # pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[RecordBatch] | ...
+
+
+@functools.lru_cache(maxsize=64)
+def parquet_statistics_columns(schema: pa.Schema) -> tuple[str, ...]:
+    """The Parquet leaf columns that get footer statistics: all but FLOAT/DOUBLE ones.
+
+    Parquet min/max leave NaN out, and DuckDB folds predicates on such bounds at planning
+    time (a file holding [1.0, NaN] answers ``f < 3`` with both rows), so DML on DuckDB
+    would change rows it must not touch. Delta statistics in the log are unaffected (they
+    drop the bounds of a column with NaN), and so is file skipping.
+    """
+    sink = io.BytesIO()
+    pq.write_table(schema.empty_table(), sink)
+    sink.seek(0)
+    leaves = pq.ParquetFile(sink).schema
+    return tuple(
+        leaves.column(i).path
+        for i in range(len(leaves))
+        if leaves.column(i).physical_type not in ("FLOAT", "DOUBLE")
+    )
 
 
 def _type_name(t: DeltaType) -> str:
@@ -382,6 +404,7 @@ class _Writer:
             self.physical,
             compression=cast(Any, self.state.parquet_codec),
             data_page_version=cast(Any, self.page_version),
+            write_statistics=list(parquet_statistics_columns(self.physical)),
         )
         stats = StatsCollector(self.stats_columns, self.prefix_length)
         self.open[key] = out = _OpenFile(relative, sink, writer, stats)
