@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from lakequery.scan import ScanPlan
     from lakequery.snapshot import Snapshot
     from lakequery.storage import Storage
+    from lakequery.table import DeltaTable
 
 CHANGE_TABLE = "__lq_change"
 _IDS_TABLE = "__lq_ids"
@@ -216,6 +217,27 @@ class Statement:
         # and large change tables spill to the database's temp directory
         self.con = private_cursor()
         self.con.execute("SET SESSION TimeZone = 'UTC'")
+
+    @classmethod
+    def for_table(
+        cls,
+        table: DeltaTable,
+        *,
+        operation: str,
+        parameters: Mapping[str, Any],
+        copy_on_write: bool = False,
+        rewrite_threshold: float | None = None,
+    ) -> Statement:
+        """A statement on the latest version of ``table``."""
+        return cls(
+            table.storage,
+            table.snapshot(),
+            operation=operation,
+            parameters=parameters,
+            copy_on_write=copy_on_write,
+            rewrite_threshold=rewrite_threshold,
+            storage_options=table.storage_options,
+        )
 
     def __enter__(self) -> Statement:
         return self

@@ -45,17 +45,15 @@ def delete(
 
     See :meth:`lakequery.DeltaTable.delete`.
     """
-    snapshot = table.snapshot()
     parameters: dict[str, Any] = {"predicate": [predicate] if predicate is not None else []}
-    with Statement(
-        table.storage,
-        snapshot,
+    with Statement.for_table(
+        table,
         operation="DELETE",
         parameters=parameters,
         copy_on_write=copy_on_write,
         rewrite_threshold=rewrite_threshold,
-        storage_options=table.storage_options,
     ) as st:
+        snapshot = st.snapshot
         st.refuse_on_append_only()
         if predicate is None:
             st.txn.read_whole_table()

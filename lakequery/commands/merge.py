@@ -200,16 +200,12 @@ class _Merge:
 
     def run(self) -> MergeMetrics:
         b = self.b
-        table = b.table
-        snapshot = table.snapshot()
-        with Statement(
-            table.storage,
-            snapshot,
+        with Statement.for_table(
+            b.table,
             operation="MERGE",
             parameters=_on_parameters(b),
             copy_on_write=b.copy_on_write,
             rewrite_threshold=b.rewrite_threshold,
-            storage_options=table.storage_options,
         ) as st:
             self.st = st
             if any(c.action == "update" for c in b.clauses):

@@ -71,19 +71,16 @@ def update(
     """
     if not set:
         raise ValueError("update needs at least one column in set={...}")
-    snapshot = table.snapshot()
-    schema = snapshot.schema
-    assignments = resolve_assignments(set, schema)
     parameters: dict[str, Any] = {"predicate": predicate if predicate is not None else "true"}
-    with Statement(
-        table.storage,
-        snapshot,
+    with Statement.for_table(
+        table,
         operation="UPDATE",
         parameters=parameters,
         copy_on_write=copy_on_write,
         rewrite_threshold=rewrite_threshold,
-        storage_options=table.storage_options,
     ) as st:
+        schema = st.snapshot.schema
+        assignments = resolve_assignments(set, schema)
         st.refuse_on_append_only()
         st.refuse_on_row_tracking("UPDATE")
         st.target(predicate, name=TARGET_VIEW)
