@@ -350,12 +350,13 @@ def _cluster_in_memory(
 ) -> list[dict[str, Any]]:
     if not batches:
         return writers.finish()
-    # One chunk per column: every ``take`` below would otherwise concatenate the chunks.
-    table = pa.Table.from_batches(batches).combine_chunks()
+    # No combine_chunks: ``take`` gathers across chunks directly (concatenating first
+    # would copy the whole partition once more, in time and in peak memory).
+    table = pa.Table.from_batches(batches)
     del batches
     keys = table_keys(table, columns, curve)
     order = np.argsort(keys)
-    for start, end in file_bounds(keys[order], rows_per_file, CUT_SLACK):
+    for start, end in file_bounds(np.take(keys, order), rows_per_file, CUT_SLACK):
         rows = pa.array(order[start:end])
         writers.submit(lambda rows=rows: table.take(rows))
     return writers.finish()
@@ -485,6 +486,9 @@ def optimize(
         target_file_size=target_file_size,
         data_change=False,
     )
+    # Rewritten files often hold mostly-distinct columns (ids, keys, payloads): skipping
+    # their doomed dictionary attempt roughly halves the Parquet encoding time.
+    state = replace(state, adaptive_dictionary=True)
     target = state.target_file_size
     minimum = target if min_file_size is None else int(min_file_size)
     files = _considered(snapshot, predicate)
