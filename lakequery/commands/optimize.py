@@ -356,7 +356,9 @@ def _cluster_in_memory(
     del batches
     keys = table_keys(table, columns, curve)
     order = np.argsort(keys)
-    for start, end in file_bounds(np.take(keys, order), rows_per_file, CUT_SLACK):
+    bounds = file_bounds(np.take(keys, order), rows_per_file, CUT_SLACK)
+    del keys
+    for start, end in bounds:
         rows = pa.array(order[start:end])
         writers.submit(lambda rows=rows: table.take(rows))
     return writers.finish()
