@@ -206,6 +206,28 @@ def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
     return reader
 
 
+#: Small input files come out of DuckDB as one small batch each; the writer gets them
+#: regrouped into batches of about this many rows (its per-batch work is not free).
+COALESCE_ROWS = 1 << 17
+
+
+def _coalesced(batches: Any, rows: int = COALESCE_ROWS) -> Any:
+    """Record batches regrouped (one copy) into batches of at least ``rows`` rows."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        if batch.num_rows >= rows and not pending:
+            yield batch
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, held = [], 0
+    if pending:
+        yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+
+
 def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dict[str, Any]]:
     # DuckDB's Parquet reader opens many small files faster than pyarrow.dataset; it
     # applies the DVs (anti-join on file_row_number) and streams batches to the writer.
@@ -214,7 +236,7 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
     con = duckdb.connect(config={"threads": 2})
     try:
         rel = snapshot.scan().restricted_to(files).to_duckdb(con)
-        return write_data_files(_duckdb_reader(rel), state)
+        return write_data_files(_coalesced(_duckdb_reader(rel)), state)
     finally:
         con.close()
 
