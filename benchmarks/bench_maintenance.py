@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,13 +56,13 @@ if kind.startswith("lakequery"):
     lq.DeltaTable("memory://warm").optimize(z_order_by=["a", "b", "c", "d"])
     lq.DeltaTable("memory://warm").optimize()
     dt = lq.DeltaTable(path)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if kind == "lakequery-zorder":
         m = dt.optimize(z_order_by=args["columns"], curve=args.get("curve", "zorder"),
                         target_file_size=args["target"])
     else:
         m = dt.optimize(target_file_size=args["target"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     out = {"files_added": m.files_added, "files_removed": m.files_removed}
 else:
     import tempfile
@@ -72,14 +73,15 @@ else:
     deltalake.DeltaTable(scratch).optimize.z_order(["a", "b", "c", "d"])
     deltalake.DeltaTable(scratch).optimize.compact()
     dt = deltalake.DeltaTable(path)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if kind == "deltalake-zorder":
         r = dt.optimize.z_order(args["columns"], target_size=args["target"])
     else:
         r = dt.optimize.compact(target_size=args["target"])
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     out = {"files_added": r["numFilesAdded"], "files_removed": r["numFilesRemoved"]}
 out["seconds"] = elapsed
+out["cpu_seconds"] = cpu  # all threads of the process
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
@@ -95,6 +97,32 @@ def _run(kind: str, path: Path, **args: Any) -> dict[str, Any]:
     )
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best run (by wall time) plus the median wall and CPU times over all runs."""
+    best = dict(min(runs, key=lambda r: r["seconds"]))
+    best["median_s"] = float(np.median([r["seconds"] for r in runs]))
+    best["median_cpu_s"] = float(np.median([r["cpu_seconds"] for r in runs]))
+    best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    return best
+
+
+def _compare(lq: dict[str, Any], dl: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "lakequery_s": lq["seconds"],
+        "deltalake_s": dl["seconds"],
+        "ratio": lq["seconds"] / dl["seconds"],
+        "median_ratio": lq["median_s"] / dl["median_s"],
+        "lakequery_median_s": lq["median_s"],
+        "deltalake_median_s": dl["median_s"],
+        "cpu_ratio": lq["median_cpu_s"] / dl["median_cpu_s"],
+        "lakequery_cpu_s": lq["median_cpu_s"],
+        "deltalake_cpu_s": dl["median_cpu_s"],
+        "lakequery_rss_mb": lq["peak_rss_mb"],
+        "deltalake_rss_mb": dl["peak_rss_mb"],
+        "files": f"{lq['files_added']} / {dl['files_added']}",
+    }
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -138,26 +166,13 @@ def bench_zorder(work: Path, rows: int, repeat: int) -> list[dict[str, Any]]:
     target = max(1 << 20, _size(src) // 8)
     out = []
     for columns in (["a", "b"], ["a", "b", "c", "d"]):
-        best: dict[str, dict[str, Any]] = {}
-        for _ in range(repeat):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(repeat):  # the two sides alternate, so load changes hit both
             for kind in ("lakequery-zorder", "deltalake-zorder"):
                 table = _copy(src, work / "zorder_run")
-                r = _run(kind, table, columns=columns, target=target)
-                if kind not in best or r["seconds"] < best[kind]["seconds"]:
-                    best[kind] = r
-        lq, dl = best["lakequery-zorder"], best["deltalake-zorder"]
-        out.append(
-            {
-                "columns": len(columns),
-                "rows": rows,
-                "lakequery_s": lq["seconds"],
-                "deltalake_s": dl["seconds"],
-                "ratio": lq["seconds"] / dl["seconds"],
-                "lakequery_rss_mb": lq["peak_rss_mb"],
-                "deltalake_rss_mb": dl["peak_rss_mb"],
-                "files": f"{lq['files_added']} / {dl['files_added']}",
-            }
-        )
+                runs.setdefault(kind, []).append(_run(kind, table, columns=columns, target=target))
+        lq, dl = _summary(runs["lakequery-zorder"]), _summary(runs["deltalake-zorder"])
+        out.append({"columns": len(columns), "rows": rows, **_compare(lq, dl)})
     return out
 
 
@@ -243,24 +258,30 @@ def bench_compaction(work: Path, rows: int, repeat: int) -> dict[str, Any]:
     txn.commit()
     n_files = lq.DeltaTable(str(src)).snapshot().num_files
     target = 64 << 20
-    best: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     for _ in range(repeat):
         for kind in ("lakequery-compact", "deltalake-compact"):
             table = _copy(src, work / "compact_run")
-            r = _run(kind, table, target=target)
-            if kind not in best or r["seconds"] < best[kind]["seconds"]:
-                best[kind] = r
-    lqr, dl = best["lakequery-compact"], best["deltalake-compact"]
-    return {
-        "input_files": n_files,
-        "rows": rows,
-        "lakequery_s": lqr["seconds"],
-        "deltalake_s": dl["seconds"],
-        "ratio": lqr["seconds"] / dl["seconds"],
-        "lakequery_rss_mb": lqr["peak_rss_mb"],
-        "deltalake_rss_mb": dl["peak_rss_mb"],
-        "files": f"{lqr['files_added']} / {dl['files_added']}",
-    }
+            runs.setdefault(kind, []).append(_run(kind, table, target=target))
+    lqr, dl = _summary(runs["lakequery-compact"]), _summary(runs["deltalake-compact"])
+    return {"input_files": n_files, "rows": rows, **_compare(lqr, dl)}
+
+
+_HEADER = (
+    "lq best / median (s) | dl best / median (s) | ratio best | ratio median | "
+    "CPU lq / dl (s, median) | CPU ratio | peak RSS lq / dl (MB) | files lq / dl |"
+)
+_ALIGN = "---|---|---:|---:|---|---:|---|---|"
+
+
+def _cells(r: dict[str, Any]) -> str:
+    return (
+        f"{r['lakequery_s']:.2f} / {r['lakequery_median_s']:.2f} | "
+        f"{r['deltalake_s']:.2f} / {r['deltalake_median_s']:.2f} | {r['ratio']:.2f} | "
+        f"{r['median_ratio']:.2f} | {r['lakequery_cpu_s']:.2f} / {r['deltalake_cpu_s']:.2f} | "
+        f"{r['cpu_ratio']:.2f} | {r['lakequery_rss_mb']:.0f} / {r['deltalake_rss_mb']:.0f} | "
+        f"{r['files']} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -276,20 +297,14 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="lq-bench-maint-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    print("load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     try:
         if args.only in (None, "zorder"):
             print("\n### Z-order\n")
-            print(
-                "| columns | rows | lakequery (s) | deltalake (s) | ratio | peak RSS lq / dl (MB) | files lq / dl |"
-            )
-            print("|---:|---:|---:|---:|---:|---|---|")
+            print(f"| columns | rows | {_HEADER}")
+            print("|---:|---:|" + _ALIGN)
             for r in bench_zorder(work, args.rows, args.repeat):
-                print(
-                    f"| {r['columns']} | {r['rows']:,} | {r['lakequery_s']:.2f} | "
-                    f"{r['deltalake_s']:.2f} | {r['ratio']:.2f} | "
-                    f"{r['lakequery_rss_mb']:.0f} / {r['deltalake_rss_mb']:.0f} | {r['files']} |",
-                    flush=True,
-                )
+                print(f"| {r['columns']} | {r['rows']:,} | {_cells(r)}", flush=True)
         if args.only in (None, "figure5"):
             print("\n### Figure 5: share of files skipped by point queries\n")
             print("| layout | files | " + " | ".join(FIG5_COLUMNS) + " | average | optimize (s) |")
@@ -305,19 +320,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.only in (None, "compaction"):
             print("\n### Compaction\n")
             r = bench_compaction(work, args.compact_rows, args.repeat)
-            print(
-                "| input files | rows | lakequery (s) | deltalake (s) | ratio | peak RSS lq / dl (MB) | files lq / dl |"
-            )
-            print("|---:|---:|---:|---:|---:|---|---|")
-            print(
-                f"| {r['input_files']} | {r['rows']:,} | {r['lakequery_s']:.2f} | "
-                f"{r['deltalake_s']:.2f} | {r['ratio']:.2f} | "
-                f"{r['lakequery_rss_mb']:.0f} / {r['deltalake_rss_mb']:.0f} | {r['files']} |"
-            )
+            print(f"| input files | rows | {_HEADER}")
+            print("|---:|---:|" + _ALIGN)
+            print(f"| {r['input_files']} | {r['rows']:,} | {_cells(r)}")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
+    print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

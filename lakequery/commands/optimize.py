@@ -206,6 +206,28 @@ def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
     return reader
 
 
+#: Small input files come out of DuckDB as one small batch each; the writer gets them
+#: regrouped into batches of about this many rows (its per-batch work is not free).
+COALESCE_ROWS = 1 << 17
+
+
+def _coalesced(batches: Any, rows: int = COALESCE_ROWS) -> Any:
+    """Record batches regrouped (one copy) into batches of at least ``rows`` rows."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        if batch.num_rows >= rows and not pending:
+            yield batch
+            continue
+        pending.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+            pending, held = [], 0
+    if pending:
+        yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+
+
 def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dict[str, Any]]:
     # DuckDB's Parquet reader opens many small files faster than pyarrow.dataset; it
     # applies the DVs (anti-join on file_row_number) and streams batches to the writer.
@@ -214,7 +236,7 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
     con = duckdb.connect(config={"threads": 2})
     try:
         rel = snapshot.scan().restricted_to(files).to_duckdb(con)
-        return write_data_files(_duckdb_reader(rel), state)
+        return write_data_files(_coalesced(_duckdb_reader(rel)), state)
     finally:
         con.close()
 
@@ -325,10 +347,18 @@ def _cluster(
     writers = _Writers(lambda data: write_data_files(data, one_file), threads)
     try:
         # A partition that fits in half the budget (the sorted copy needs the other half)
-        # is sorted in memory; a larger one goes through DuckDB, which spills.
-        batches, complete = _read_within(
-            snapshot.scan().restricted_to(files).to_arrow_reader(), memory_bytes // 2
-        )
+        # is sorted in memory; a larger one goes through DuckDB, which spills. The first
+        # read uses DuckDB's Parquet reader: on 2M rows it took ~30% less time and ~100 MB
+        # less peak memory than pyarrow.dataset (its batches are owned by Arrow, so the
+        # connection can close right after).
+        import duckdb
+
+        con = duckdb.connect(config={"threads": max(1, threads)})
+        try:
+            rel = snapshot.scan().restricted_to(files).to_duckdb(con)
+            batches, complete = _read_within(_duckdb_reader(rel), memory_bytes // 2)
+        finally:
+            con.close()
         if complete:
             return _cluster_in_memory(batches, columns, curve, rows_per_file, writers)
         del batches
@@ -350,12 +380,15 @@ def _cluster_in_memory(
 ) -> list[dict[str, Any]]:
     if not batches:
         return writers.finish()
-    # One chunk per column: every ``take`` below would otherwise concatenate the chunks.
-    table = pa.Table.from_batches(batches).combine_chunks()
+    # No combine_chunks: ``take`` gathers across chunks directly (concatenating first
+    # would copy the whole partition once more, in time and in peak memory).
+    table = pa.Table.from_batches(batches)
     del batches
     keys = table_keys(table, columns, curve)
     order = np.argsort(keys)
-    for start, end in file_bounds(keys[order], rows_per_file, CUT_SLACK):
+    bounds = file_bounds(np.take(keys, order), rows_per_file, CUT_SLACK)
+    del keys
+    for start, end in bounds:
         rows = pa.array(order[start:end])
         writers.submit(lambda rows=rows: table.take(rows))
     return writers.finish()
@@ -485,6 +518,9 @@ def optimize(
         target_file_size=target_file_size,
         data_change=False,
     )
+    # Rewritten files often hold mostly-distinct columns (ids, keys, payloads): skipping
+    # their doomed dictionary attempt roughly halves the Parquet encoding time.
+    state = replace(state, adaptive_dictionary=True)
     target = state.target_file_size
     minimum = target if min_file_size is None else int(min_file_size)
     files = _considered(snapshot, predicate)

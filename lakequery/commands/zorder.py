@@ -149,7 +149,7 @@ class KeyBuilder:
         n = raws[0][0].size if raws else 0
         per_column = np.empty((len(self.columns), n), dtype=np.uint64)
         for i, ((raw, valid), bounds) in enumerate(zip(raws, self.boundaries, strict=True)):
-            per_column[i] = rank_keys(raw, valid, bounds, self.bits)
+            rank_keys(raw, valid, bounds, self.bits, out=per_column[i])
         return self.combine(per_column)
 
     def combine(self, per_column: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -232,7 +232,7 @@ def table_keys(
     def one(i: int) -> None:  # the kernels release the GIL: columns run in parallel
         raw, valid = raw_keys(table.column(columns[i]))
         bounds = quantile_boundaries(raw[::stride][valid[::stride]], limit)
-        per_column[i] = rank_keys(raw, valid, bounds, builder.bits)
+        rank_keys(raw, valid, bounds, builder.bits, out=per_column[i])
 
     with ThreadPoolExecutor(min(len(columns), os.cpu_count() or 1)) as pool:
         list(pool.map(one, range(len(columns))))

@@ -70,6 +70,10 @@ FLUSH_BYTES = 64 * 1024 * 1024
 MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 #: Files open at once; beyond this the oldest open file is finished.
 MAX_OPEN_FILES = 128
+#: Rows sampled (with ``adaptive_dictionary``) to decide a column's dictionary encoding.
+DICTIONARY_SAMPLE_ROWS = 8192
+#: Columns with more distinct values than this share of the sample are written plain.
+DICTIONARY_MAX_DISTINCT = 0.5
 #: The column of change data files that says what happened to a row (digest §13).
 CHANGE_TYPE_COLUMN = "_change_type"
 #: Where change data files live, below the table root.
@@ -368,7 +372,7 @@ class _Writer:
             nbytes = rest.nbytes
             self.buffers[key] = _Buffer(rest.to_batches(), rest.num_rows, nbytes)
             self.buffered += nbytes
-        out = self.open.get(key) or self._open(key)
+        out = self.open.get(key) or self._open(key, table)
         # Statistics run on a helper thread while the Parquet writer encodes the same
         # table (both release the GIL), so they cost almost nothing on two cores.
         gathering = self.pool.submit(out.stats.update, table)
@@ -382,7 +386,25 @@ class _Writer:
         if out.sink.tell() >= self.state.target_file_size:
             self._close(key)
 
-    def _open(self, key: PartitionKey) -> _OpenFile:
+    def _dictionary(self, table: pa.Table) -> bool | list[str]:
+        """``use_dictionary`` for a file starting with ``table``: with
+        ``adaptive_dictionary``, the (flat) columns whose first rows are not mostly
+        distinct."""
+        if (
+            not self.state.adaptive_dictionary
+            or table.num_columns != len(self.physical)
+            or any(pa.types.is_nested(f.type) for f in self.physical)
+        ):
+            return True
+        sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
+        keep = []
+        for i, f in enumerate(self.physical):
+            distinct = pc.count_distinct(sample.column(i), mode="all").as_py()
+            if distinct <= sample.num_rows * DICTIONARY_MAX_DISTINCT:
+                keep.append(f.name)
+        return keep
+
+    def _open(self, key: PartitionKey, first: pa.Table) -> _OpenFile:
         if len(self.open) >= MAX_OPEN_FILES:
             self._close(next(iter(self.open)))
         directory = partition_directory(
@@ -405,6 +427,7 @@ class _Writer:
             compression=cast(Any, self.state.parquet_codec),
             data_page_version=cast(Any, self.page_version),
             write_statistics=list(parquet_statistics_columns(self.physical)),
+            use_dictionary=cast(Any, self._dictionary(first)),
         )
         stats = StatsCollector(self.stats_columns, self.prefix_length)
         self.open[key] = out = _OpenFile(relative, sink, writer, stats)

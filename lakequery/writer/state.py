@@ -67,6 +67,9 @@ class WriteState:
         change_data: Write change data files (digest §13): the rows carry a
             ``_change_type`` column, files go under ``_change_data/`` and the result is
             ``cdc`` actions instead of ``add`` actions.
+        adaptive_dictionary: Skip Parquet dictionary encoding for columns whose first
+            rows are mostly distinct (the encoder would try a dictionary, fill its page
+            limit and fall back to plain anyway, at about twice the encoding cost).
 
     Example:
         >>> s = '{"type":"struct","fields":[]}'
@@ -86,6 +89,7 @@ class WriteState:
     max_rows_per_row_group: int = 1 << 20
     extra_constraints: tuple[tuple[str, str], ...] = ()
     change_data: bool = False
+    adaptive_dictionary: bool = False
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:

@@ -310,3 +310,28 @@ def test_pandas_frame_with_index(root: str) -> None:
     frame = pd.DataFrame({"id": [3, 4], "name": ["a", "b"]}, index=[10, 11])
     [add] = write_data_files(frame, make_state(root, SCHEMA))
     assert _read(root, add).column("id").to_pylist() == [3, 4]
+
+
+@pytest.mark.parametrize("mode", ["none", "name"])
+def test_adaptive_dictionary_skips_mostly_distinct_columns(root: str, mode: str) -> None:
+    n = 20_000
+    data = pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),  # all distinct: plain
+            "name": pa.array([f"k{i % 7}" for i in range(n)]),  # 7 values: dictionary
+        }
+    )
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    state = make_state(root, schema, mode=mode, adaptive_dictionary=True)
+    [add] = write_data_files(data, state)
+    file = pq.ParquetFile(Path(root) / unquote(add["path"]))
+    encodings = [
+        set(file.metadata.row_group(0).column(i).encodings) for i in range(data.num_columns)
+    ]
+    assert not any("DICTIONARY" in e for e in encodings[0])
+    assert any("DICTIONARY" in e for e in encodings[1])
+    assert file.read().rename_columns(data.column_names).equals(data)
+    # the default keeps dictionary encoding on every column
+    [plain] = write_data_files(data, make_state(root, schema, mode=mode))
+    meta = pq.ParquetFile(Path(root) / unquote(plain["path"])).metadata.row_group(0)
+    assert any("DICTIONARY" in e for e in meta.column(0).encodings)
