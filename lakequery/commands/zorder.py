@@ -49,6 +49,18 @@ SAMPLE_SIZE = 1 << 18
 MAX_BOUNDARIES = 1 << 12
 
 
+def _is_bytes(typ: pa.DataType) -> bool:
+    """Strings and binaries in any Arrow layout (keyed by their leading bytes)."""
+    return (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_string_view(typ)
+        or pa.types.is_binary_view(typ)
+    )
+
+
 def check_clusterable(name: str, typ: pa.DataType) -> None:
     """Raises :class:`SchemaError` when a column of this type cannot be a clustering key."""
     ok = (
@@ -58,12 +70,7 @@ def check_clusterable(name: str, typ: pa.DataType) -> None:
         or pa.types.is_date(typ)
         or pa.types.is_timestamp(typ)
         or pa.types.is_boolean(typ)
-        or pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-        or pa.types.is_string_view(typ)
-        or pa.types.is_binary_view(typ)
+        or _is_bytes(typ)
     )
     if not ok:
         raise SchemaError(f"cannot cluster by column {name!r} of type {typ}")
@@ -77,14 +84,7 @@ def raw_keys(column: Any) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]
     if pa.types.is_dictionary(typ):
         arr = pc.cast(arr, typ.value_type)
         typ = arr.type
-    if (
-        pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-        or pa.types.is_string_view(typ)
-        or pa.types.is_binary_view(typ)
-    ):
+    if _is_bytes(typ):
         big: Any = pc.cast(arr, pa.large_binary())
         big = big.fill_null(b"") if big.null_count else big
         buffers = big.buffers()
