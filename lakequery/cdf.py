@@ -38,7 +38,6 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from lakequery.dv import z85
@@ -71,17 +69,16 @@ from lakequery.log_segment import (
     partition_specs,
 )
 from lakequery.metadata import Metadata
+from lakequery.parquet_footers import footer_row_counts
+from lakequery.protocol.change_feed import cdf_enabled, column_mapping_of, non_additive_change
 from lakequery.protocol.column_mapping import (
     ColumnMappingMode,
-    column_mapping_mode,
-    physical_name,
 )
 from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import key_sql
-from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
@@ -225,59 +222,6 @@ def _resolve_range(
 
 
 # --- metadata checks ----------------------------------------------------------------------
-
-
-def cdf_enabled(metadata: Metadata, protocol: Protocol) -> bool:
-    """Whether a version with this metadata and protocol records its changes (digest §13):
-    ``delta.enableChangeDataFeed`` (or its legacy alias) is true and the protocol has the
-    ``changeDataFeed`` writer feature (writer version 4 to 6 imply it)."""
-    on = TableProperties(metadata.configuration).change_data_feed
-    return on and protocol.supports("changeDataFeed")
-
-
-def _mode(metadata: Metadata, protocol: Protocol) -> ColumnMappingMode:
-    return column_mapping_mode(metadata.configuration, protocol.supports("columnMapping"))
-
-
-def _type_change(old: DeltaType, new: DeltaType, mo: str, mn: str, where: str) -> str | None:
-    """Why ``old`` -> ``new`` is not additive (None when it is: same types, new struct
-    fields only, same physical names)."""
-    if isinstance(old, StructType) and isinstance(new, StructType):
-        for f in old.fields:
-            g = new.get(f.name)
-            if g is None:
-                return f"column {where}{f.name} was dropped or renamed"
-            if physical_name(f, mo) != physical_name(g, mn):
-                return f"column {where}{f.name} now reads a different physical column"
-            why = _type_change(f.type, g.type, mo, mn, f"{where}{f.name}.")
-            if why:
-                return why
-        return None
-    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
-        return _type_change(old.element, new.element, mo, mn, where)
-    if isinstance(old, MapType) and isinstance(new, MapType):
-        return _type_change(old.key, new.key, mo, mn, where) or _type_change(
-            old.value, new.value, mo, mn, where
-        )
-    if type(old) is not type(new) or old != new:
-        return f"column {where.rstrip('.')} changed type"
-    return None
-
-
-def non_additive_change(
-    old: Metadata, old_protocol: Protocol, new: Metadata, new_protocol: Protocol
-) -> str | None:
-    """Why a metadata change cannot be read across by the change feed (a column dropped,
-    renamed or retyped, or different partition columns), or None for additive changes."""
-    if tuple(old.partition_columns) != tuple(new.partition_columns):
-        return "the partition columns changed"
-    return _type_change(
-        old.schema,
-        new.schema,
-        _mode(old, old_protocol),
-        _mode(new, new_protocol),
-        "",
-    )
 
 
 def _check_versions(
@@ -449,24 +393,6 @@ def _table(data: Any) -> pa.Table:
 # --- row counts and deletion vectors ------------------------------------------------------
 
 
-def _row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:
-    """Physical row counts of data files from their Parquet footers."""
-    fs, to_fs = storage.arrow_filesystem()
-
-    def one(path: str) -> int:
-        location = storage.root + "/" + path
-        try:
-            with fs.open_input_file(to_fs(location)) as f:
-                return int(pq.ParquetFile(f).metadata.num_rows)
-        except FileNotFoundError as exc:
-            raise ObjectNotFoundError(location, "read data file footer") from exc
-
-    if not paths:
-        return []
-    with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-        return list(pool.map(one, paths))
-
-
 def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
     """``num_records`` filled from footers where a file with a DV lacks it (Polars needs
     it to build keep masks)."""
@@ -481,7 +407,7 @@ def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
     idx = [int(i) for i in pc.indices_nonzero(need).to_pylist() if i is not None]
     all_paths = table.column("path").to_pylist()
     paths = [str(all_paths[i]) for i in idx]
-    found = dict(zip(idx, _row_counts(storage, paths), strict=True))
+    found = dict(zip(idx, footer_row_counts(storage, paths), strict=True))
     values = [found.get(i, v) for i, v in enumerate(counts.to_pylist())]
     col = table.schema.get_field_index("num_records")
     return table.set_column(col, "num_records", pa.array(values, pa.int64()))
@@ -512,7 +438,7 @@ def _refine_pairs(storage: Storage, pairs: pa.Table) -> pa.Table:
                 items.append((r["path"], Descriptor.from_dict(d)))
     loaded = iter(load_deletion_vectors(storage, storage.root, items))
     missing = [r["path"] for r in rows if r["num_records"] is None]
-    counts = dict(zip(missing, _row_counts(storage, missing), strict=True))
+    counts = dict(zip(missing, footer_row_counts(storage, missing), strict=True))
     out: list[dict[str, Any]] = []
     for r in rows:
         before = next(loaded) if r["remove_dv"] and r["remove_dv"].get("storageType") else None
@@ -792,7 +718,7 @@ def changes(
     data_tasks = pa.concat_tables([_conform_tasks(singles), _refine_pairs(storage, pairs)])
     data_tasks = _fill_partition_values(storage, data_tasks, rng.start, metadata, protocol)
     cdc_tasks = _conform_tasks(cdc)
-    mode = _mode(metadata, protocol)
+    mode = column_mapping_of(metadata, protocol)
     scans: list[Scan] = []
     for tasks, is_cdc in ((data_tasks, False), (cdc_tasks, True)):
         meta = _change_metadata(metadata, mode, is_cdc)

@@ -33,14 +33,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.cdf import cdf_enabled
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.duckdb_private import private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
 from lakequery.engines.sql_types import duckdb_type, quote_ident
 from lakequery.errors import AppendOnlyError, PredicateError, UnsupportedFeatureError
+from lakequery.parquet_footers import footer_row_counts
 from lakequery.protocol.actions import total_records
+from lakequery.protocol.change_feed import cdf_enabled
 from lakequery.txn import Transaction
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
 from lakequery.writer.inputs import to_reader
@@ -151,19 +152,6 @@ def _row_counts(files: pa.Table) -> tuple[list[int], list[int]]:
     dv: Any = files.column("deletion_vector").combine_chunks()
     deleted: Any = pc.fill_null(pc.struct_field(dv, "cardinality"), zero)
     return [int(x) for x in total.to_pylist()], [int(x) for x in deleted.to_pylist()]
-
-
-def _footer_rows(storage: Storage, locations: Sequence[str]) -> int:
-    """Rows of data files according to their Parquet footers (files logged without
-    ``stats.numRecords``)."""
-    import pyarrow.parquet as pq
-
-    fs, to_fs = storage.arrow_filesystem()
-    total = 0
-    for location in locations:
-        with fs.open_input_file(to_fs(location)) as f:
-            total += pq.ParquetFile(f).metadata.num_rows
-    return total
 
 
 class Statement:
@@ -394,13 +382,12 @@ class Statement:
         if files.num_rows:
             total, deleted = _row_counts(files)
             counted = files.column("num_records").is_valid().to_pylist()
-            root = self.storage.root + "/"
             uncounted = [
-                root + str(p)
+                str(p)
                 for p, ok in zip(files.column("path").to_pylist(), counted, strict=True)
                 if not ok
             ]
-            rows = sum(total) + (_footer_rows(self.storage, uncounted) if uncounted else 0)
+            rows = sum(total) + sum(footer_row_counts(self.storage, uncounted))
             out.kinds = {"delete": rows - sum(deleted)}
             removes = remove_actions(self.snapshot, files, int(time.time() * 1000))
             out.removed_files = len(removes)
