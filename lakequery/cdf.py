@@ -52,6 +52,7 @@ from lakequery.dv import z85
 from lakequery.dv.bitmap import serialize
 from lakequery.dv.descriptor import Descriptor
 from lakequery.dv.files import load_deletion_vectors
+from lakequery.engines.deletion import dv_cardinalities
 from lakequery.errors import (
     ChangeDataFeedError,
     CorruptLogError,
@@ -399,8 +400,7 @@ def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return table
     counts = table.column("num_records")
-    card: Any = pc.struct_field(table.column("deletion_vector").combine_chunks(), "cardinality")
-    has_dv = pc.fill_null(pc.greater(card, pa.scalar(0, pa.int64())), False)
+    has_dv = pc.greater(dv_cardinalities(table), pa.scalar(0, pa.int64()))
     need = pc.and_(pc.is_null(counts), has_dv)
     if not pc.any(need).as_py():
         return table

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.duckdb_private import private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
+from lakequery.engines.deletion import dv_cardinalities
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
 from lakequery.engines.sql_types import duckdb_type, quote_ident
 from lakequery.errors import AppendOnlyError, PredicateError, UnsupportedFeatureError
@@ -149,8 +150,7 @@ def _row_counts(files: pa.Table) -> tuple[list[int], list[int]]:
     where ``stats.numRecords`` is missing)."""
     zero = pa.scalar(0, pa.int64())
     total: Any = pc.fill_null(files.column("num_records").combine_chunks(), zero)
-    dv: Any = files.column("deletion_vector").combine_chunks()
-    deleted: Any = pc.fill_null(pc.struct_field(dv, "cardinality"), zero)
+    deleted = dv_cardinalities(files)
     return [int(x) for x in total.to_pylist()], [int(x) for x in deleted.to_pylist()]
 
 

@@ -69,6 +69,7 @@ from lakequery.commands.zorder import (
     file_bounds,
     table_keys,
 )
+from lakequery.engines.deletion import dv_cardinalities
 from lakequery.errors import CommitConflictError, PredicateError, UnsupportedFeatureError
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
@@ -115,12 +116,6 @@ class OptimizePlan:
         return sum(b.size for b in self.bins)
 
 
-def storage_options_of(storage: Storage) -> dict[str, Any] | None:
-    """The options a backend was opened with (for writers that reopen the storage)."""
-    options = getattr(storage, "_options", None)
-    return dict(options) if options else None
-
-
 def _considered(snapshot: Snapshot, predicate: str | None) -> pa.Table:
     files = snapshot.files()
     if predicate is None or not files.num_rows:
@@ -134,9 +129,7 @@ def _considered(snapshot: Snapshot, predicate: str | None) -> pa.Table:
 
 
 def _dv_cardinality(files: pa.Table) -> list[int]:
-    dv: Any = files.column("deletion_vector").combine_chunks()
-    card: Any = pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
-    return [int(c) for c in card.to_pylist()]
+    return [int(c) for c in dv_cardinalities(files).to_pylist()]
 
 
 def plan_optimize(
@@ -509,7 +502,7 @@ def optimize(
         columns = tuple(resolved)
     if curve not in ("zorder", "hilbert"):
         raise ValueError(f"curve must be 'zorder' or 'hilbert', not {curve!r}")
-    options = storage_options_of(storage)
+    options = storage.options
     state = WriteState.for_table(
         storage.root,
         snapshot.metadata,

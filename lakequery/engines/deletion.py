@@ -6,7 +6,7 @@ to the engines as sorted int64 arrays of deleted physical row positions per file
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,13 +22,18 @@ if TYPE_CHECKING:
     from lakequery.storage import Storage
 
 
+def dv_cardinalities(files: pa.Table) -> Any:
+    """Rows each file's deletion vector deletes (0 without one), an ``int64`` array over
+    rows of ``Snapshot.files()``."""
+    dv = files.column("deletion_vector").combine_chunks()
+    return pc.fill_null(pc.struct_field(dv, "cardinality"), pa.scalar(0, pa.int64()))
+
+
 def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
     """True for planned files whose DV deletes at least one row."""
     if plan.num_files == 0:
         return pa.array([], pa.bool_())
-    dv = plan.files.column("deletion_vector").combine_chunks()
-    card = pc.fill_null(pc.struct_field(dv, "cardinality"), pa.scalar(0, pa.int64()))
-    mask: pa.BooleanArray = pc.greater(card, pa.scalar(0, pa.int64()))
+    mask: pa.BooleanArray = pc.greater(dv_cardinalities(plan.files), pa.scalar(0, pa.int64()))
     return mask
 
 
