@@ -69,9 +69,11 @@ class DeltaTable:
 
     def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.storage: Storage = open_storage(uri, storage_options)
-        self.storage_options: dict[str, Any] | None = (
-            dict(storage_options) if storage_options is not None else None
-        )
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        """The storage options the table was opened with (None when there are none)."""
+        return self.storage.options
 
     @property
     def uri(self) -> str:

@@ -80,6 +80,12 @@ class Storage(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
 
+    @property
+    def options(self) -> dict[str, Any] | None:
+        """The storage options this backend was opened with (None when it takes none), for
+        writers that open the same storage again (Spark tasks, data file writers)."""
+        return None
+
     # --- locations -------------------------------------------------------------------------
 
     def join(self, *parts: str) -> str:

@@ -51,6 +51,10 @@ class S3Storage(Storage):
         #: Keys per listing page; lowered by tests to exercise pagination.
         self.list_page_size = LIST_PAGE_SIZE
 
+    @property
+    def options(self) -> dict[str, Any] | None:
+        return dict(self._options) if self._options else None
+
     def _bridge_fs_kwargs(self) -> Mapping[str, Any]:
         return self._fs_kwargs
 

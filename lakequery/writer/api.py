@@ -293,7 +293,7 @@ def plan_write(
         partition_by = [partition_by]
     storage = _storage_of(table, storage_options)
     if storage_options is None:
-        storage_options = getattr(storage, "_options", None)
+        storage_options = storage.options
     snapshot = _latest(storage)
     plan = WritePlan(
         storage,
