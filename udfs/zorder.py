@@ -166,6 +166,10 @@ def quantile_boundaries(
     return np.unique(values)
 
 
+#: A bucket with more boundaries than this gets sub-buckets (see :func:`_rank_keys`).
+HEAVY = 8
+
+
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
 def _rank_keys(
     raw: npt.NDArray[np.uint64],
@@ -181,15 +185,19 @@ def _rank_keys(
     if not small:
         top = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
         step = top // levels
-    # A bucket table over the boundaries' range narrows each search to the few
-    # boundaries of one bucket (numba's generic searchsorted is several times slower).
+    # A bucket table over the boundaries' range narrows each search to the boundaries of
+    # one bucket (numba's generic searchsorted is several times slower). A bucket holding
+    # more than HEAVY boundaries (skewed values: floats, whose raw keys spread by
+    # exponent) gets a second table of 256 sub-buckets, so that most searches end in a
+    # step or two instead of ~5 mispredicted ones (normal doubles: 52 -> 14 ms for 2M).
     nb = bounds.size
     first = bounds[0] if nb else np.uint64(0)
     last = bounds[nb - 1] if nb else np.uint64(0)
     span = last - first
-    shift = np.uint64(0)
-    while (span >> shift) >= np.uint64(1 << 16):
-        shift += np.uint64(1)
+    bits_used = 0
+    while bits_used < 64 and (span >> np.uint64(bits_used)) >= np.uint64(1 << 16):
+        bits_used += 1
+    shift = np.uint64(bits_used)
     buckets = int(span >> shift) + 1
     table = np.empty(buckets + 1, dtype=np.int64)
     j = 0
@@ -197,6 +205,27 @@ def _rank_keys(
         while j < nb and int((bounds[j] - first) >> shift) < b:
             j += 1
         table[b] = j
+    sub_bits = min(8, bits_used)
+    sub_shift = np.uint64(bits_used - sub_bits)
+    sub_n = 1 << sub_bits
+    sub_mask = np.uint64(sub_n - 1)
+    heavy = np.full(buckets, -1, dtype=np.int32)
+    n_heavy = 0
+    if sub_bits:
+        for b in range(buckets):
+            if table[b + 1] - table[b] > HEAVY:
+                heavy[b] = n_heavy
+                n_heavy += 1
+    sub = np.empty((max(n_heavy, 1), sub_n + 1), dtype=np.int32)
+    for b in range(buckets):
+        k = heavy[b]
+        if k < 0:
+            continue
+        j = table[b]
+        for s in range(sub_n + 1):
+            while j < table[b + 1] and int(((bounds[j] - first) >> sub_shift) & sub_mask) < s:
+                j += 1
+            sub[k, s] = j
     for i in range(raw.size):
         if not valid[i]:
             rank = np.uint64(0)
@@ -207,9 +236,15 @@ def _rank_keys(
             elif value >= last:
                 lo = nb
             else:
-                bucket = int((value - first) >> shift)
+                offset = value - first
+                bucket = int(offset >> shift)
                 lo = table[bucket]
                 hi = table[bucket + 1]
+                if hi - lo > HEAVY:
+                    k = heavy[bucket]
+                    s = int((offset >> sub_shift) & sub_mask)
+                    lo = sub[k, s]
+                    hi = sub[k, s + 1]
                 while lo < hi:  # first boundary > value (searchsorted side="right")
                     mid = (lo + hi) >> 1
                     if bounds[mid] <= value:

@@ -86,6 +86,32 @@ def test_rank_keys_match_reference(
 
 
 @settings(max_examples=200, deadline=None)
+@given(
+    step_bits=st.integers(0, 56),
+    count=st.integers(9, 300),
+    base=st.integers(0, 2**62),
+    data=st.data(),
+)
+def test_rank_keys_match_reference_on_crowded_buckets(
+    step_bits: int, count: int, base: int, data: Any
+) -> None:
+    # Many boundaries a few ``2**step_bits`` apart plus one far outlier put more than
+    # HEAVY boundaries into one bucket of the first table: the kernel's second table
+    # (sub-buckets) answers those searches.
+    bounds = np.unique(
+        np.array(
+            [base + k * (1 << step_bits) for k in range(count)] + [2**64 - 1], dtype=np.uint64
+        )
+    )
+    near = st.integers(max(0, base - 4), min(2**64 - 1, base + (count + 2) * (1 << step_bits)))
+    raw = data.draw(st.lists(st.one_of(near, st.integers(0, 2**64 - 1)), max_size=60))
+    valid = [True] * len(raw)
+    bits = data.draw(st.integers(1, 64))
+    got = rank_keys(np.array(raw, dtype=np.uint64), np.ones(len(raw), np.bool_), bounds, bits)
+    assert got.tolist() == rank_keys_reference(raw, valid, bounds.tolist(), bits)
+
+
+@settings(max_examples=200, deadline=None)
 @given(data=st.data(), dims=st.integers(1, 6))
 def test_curves_match_reference(data: Any, dims: int) -> None:
     bits = data.draw(st.integers(1, 64 // dims))
