@@ -316,7 +316,9 @@ def rank_keys_reference(
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _interleave(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
+def _interleave(
+    keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
     # Bit ``level`` of column ``c`` goes to bit ``level * d + (d - 1 - c)``. A byte at a
     # time: ``spread[v]`` spaces the 8 bits of ``v`` ``d`` apart, so each row costs
     # ``d * ceil(bits / 8)`` (<= 8 + d) table lookups instead of ``d * bits`` bit moves.
@@ -330,8 +332,7 @@ def _interleave(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint6
         spread[v] = acc
     mask = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - bits)
     nbytes = (bits + 7) // 8
-    out = np.zeros(n, dtype=np.uint64)
-    for i in range(n):
+    for i in range(n):  # every key of row i is read before out[i] is written
         z = np.uint64(0)
         for c in range(d):
             k = keys[c, i] & mask
@@ -345,9 +346,10 @@ def _interleave(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint6
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _hilbert(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
+def _hilbert(
+    keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
     d, n = keys.shape
-    out = np.zeros(n, dtype=np.uint64)
     x = np.empty(d, dtype=np.uint64)
     one = np.uint64(1)
     top = one << np.uint64(bits - 1)
@@ -384,37 +386,49 @@ def _hilbert(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
     return out
 
 
-def _check_curve_input(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
+def _check_curve_input(
+    keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64] | None
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
     arr = np.ascontiguousarray(keys, dtype=np.uint64)
     if arr.ndim != 2 or arr.shape[0] < 1:
         raise ValueError("keys must be a (columns, rows) array")
     if not bits >= 1 or arr.shape[0] * bits > 64:
         raise ValueError("columns * bits must be within 1..64")
-    return arr
+    if out is None:
+        out = np.empty(arr.shape[1], dtype=np.uint64)
+    elif out.dtype != np.uint64 or out.shape != arr.shape[1:] or not out.flags.c_contiguous:
+        raise ValueError("out must be a contiguous uint64 array with one slot per row")
+    return arr, out
 
 
-def interleave_bits(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
+def interleave_bits(
+    keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64] | None = None
+) -> npt.NDArray[np.uint64]:
     """Z-order (Morton) index of ``(columns, rows)`` keys of ``bits`` bits each; column 0
-    supplies the most significant bit of every group.
+    supplies the most significant bit of every group. ``out`` (default: a new array) may
+    be a row of ``keys`` itself, which saves one array of memory.
 
     Example:
         >>> interleave_bits(np.array([[3], [0]], dtype=np.uint64), 2).tolist()
         [10]
     """
-    arr = _check_curve_input(keys, bits)
-    return _interleave(arr, bits)  # type: ignore[no-any-return]
+    arr, dest = _check_curve_input(keys, bits, out)
+    return _interleave(arr, bits, dest)  # type: ignore[no-any-return]
 
 
-def hilbert_index(keys: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
-    """Position along a ``columns``-dimensional Hilbert curve of order ``bits``.
+def hilbert_index(
+    keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64] | None = None
+) -> npt.NDArray[np.uint64]:
+    """Position along a ``columns``-dimensional Hilbert curve of order ``bits``; ``out`` as
+    in :func:`interleave_bits`.
 
     Example:
         >>> pts = np.array([[0, 0, 1, 1], [0, 1, 1, 0]], dtype=np.uint64)
         >>> hilbert_index(pts, 1).tolist()
         [0, 1, 2, 3]
     """
-    arr = _check_curve_input(keys, bits)
-    return _hilbert(arr, bits)  # type: ignore[no-any-return]
+    arr, dest = _check_curve_input(keys, bits, out)
+    return _hilbert(arr, bits, dest)  # type: ignore[no-any-return]
 
 
 def interleave_bits_reference(point: list[int], bits: int) -> int:

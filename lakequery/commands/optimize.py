@@ -379,7 +379,8 @@ def _cluster_in_memory(
     del batches
     keys = table_keys(table, columns, curve)
     order = np.argsort(keys)
-    bounds = file_bounds(np.take(keys, order), rows_per_file, CUT_SLACK)
+    keys.sort()  # the sorted keys, in place: as fast as a gather, and no new array
+    bounds = file_bounds(keys, rows_per_file, CUT_SLACK)
     del keys
     for start, end in bounds:
         rows = pa.array(order[start:end])

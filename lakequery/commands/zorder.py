@@ -153,13 +153,14 @@ class KeyBuilder:
         return self.combine(per_column)
 
     def combine(self, per_column: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-        """One curve key per row from the ``(columns, rows)`` per-column keys."""
+        """One curve key per row from the ``(columns, rows)`` per-column keys, written over
+        the first column's keys (a view of ``per_column``): no new array."""
         if len(self.columns) == 1:
             single: npt.NDArray[np.uint64] = per_column[0]
             return single
         if self.curve == "hilbert":
-            return hilbert_index(per_column, self.bits)
-        return interleave_bits(per_column, self.bits)
+            return hilbert_index(per_column, self.bits, out=per_column[0])
+        return interleave_bits(per_column, self.bits, out=per_column[0])
 
 
 class KeySampler:
