@@ -468,6 +468,44 @@ def hilbert_index_reference(point: list[int], bits: int) -> int:
     return interleave_bits_reference(x, bits)
 
 
+# --- 4. sorting rows by key ------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+def _tag_rows(keys: npt.NDArray[np.uint64], index_bits: int) -> None:
+    shift = np.uint64(index_bits)
+    for i in range(keys.size):
+        keys[i] = ((keys[i] >> shift) << shift) | np.uint64(i)
+
+
+def tag_row_numbers(keys: npt.NDArray[np.uint64]) -> int:
+    """Replaces, in place, the low bits of every key with its row number and returns how
+    many bits that took (``ceil(log2(rows))``, at least 1). Sorting the tagged keys
+    (``ndarray.sort``, several times faster than ``argsort`` on 64-bit values) then orders
+    the rows by the top ``64 - bits`` bits of their keys, ties in row order, and
+    :func:`row_numbers` reads the order back out.
+
+    Example:
+        >>> k = np.array([0xF0, 0x10, 0x20], dtype=np.uint64)
+        >>> bits = tag_row_numbers(k); k.sort(); row_numbers(k, bits).tolist()
+        [1, 2, 0]
+    """
+    if keys.dtype != np.uint64 or keys.ndim != 1 or not keys.flags.c_contiguous:
+        raise ValueError("keys must be a contiguous 1-d uint64 array")
+    bits = max(1, int(keys.size - 1).bit_length())
+    if bits > 48:
+        raise ValueError("too many rows to tag")
+    _tag_rows(keys, bits)
+    return bits
+
+
+def row_numbers(tagged: npt.NDArray[np.uint64], index_bits: int) -> npt.NDArray[np.int64]:
+    """The row numbers of tagged keys (:func:`tag_row_numbers`), in place: the returned
+    ``int64`` array is a view of ``tagged``'s memory."""
+    np.bitwise_and(tagged, np.uint64((1 << index_bits) - 1), out=tagged)
+    return tagged.view(np.int64)
+
+
 __all__ = [
     "hilbert_index",
     "hilbert_index_reference",
@@ -482,4 +520,6 @@ __all__ = [
     "raw_keys_binary",
     "raw_keys_float64",
     "raw_keys_int64",
+    "row_numbers",
+    "tag_row_numbers",
 ]

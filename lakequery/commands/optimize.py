@@ -76,6 +76,7 @@ from lakequery.storage import Storage
 from lakequery.txn import Transaction
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.state import WriteState
+from udfs.zorder import row_numbers, tag_row_numbers
 
 #: A file whose deletion vector hides more than this share of its rows is rewritten.
 DV_PURGE_RATIO = 0.05
@@ -378,9 +379,15 @@ def _cluster_in_memory(
     table = pa.Table.from_batches(batches)
     del batches
     keys = table_keys(table, columns, curve)
-    order = np.argsort(keys)
-    keys.sort()  # the sorted keys, in place: as fast as a gather, and no new array
+    # Rows ordered by sorting keys tagged with their row numbers, in the keys' own memory
+    # (2M rows: 12 ms against 37 ms for argsort; 5M: 45 against 166). The tags replace
+    # the keys' lowest ~log2(rows) bits: with up to three columns those hold no rank
+    # information; with four, at 2M rows, each column keeps 1024 of its 4096 rank levels
+    # within a file's order, still far finer than the files. Cuts use the tagged keys.
+    index_bits = tag_row_numbers(keys)
+    keys.sort()
     bounds = file_bounds(keys, rows_per_file, CUT_SLACK)
+    order = row_numbers(keys, index_bits)
     del keys
     for start, end in bounds:
         rows = pa.array(order[start:end])

@@ -30,6 +30,8 @@ from udfs.zorder import (
     raw_keys_binary,
     raw_keys_float64,
     raw_keys_int64,
+    row_numbers,
+    tag_row_numbers,
 )
 
 i64 = st.integers(-(2**63), 2**63 - 1)
@@ -106,6 +108,18 @@ def test_rank_keys_match_reference_on_crowded_buckets(
     bits = data.draw(st.integers(1, 64))
     got = rank_keys(np.array(raw, dtype=np.uint64), np.ones(len(raw), np.bool_), bounds, bits)
     assert got.tolist() == rank_keys_reference(raw, valid, bounds.tolist(), bits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300))
+def test_tagged_sort_orders_rows_by_key_prefix_then_row(keys: list[int]) -> None:
+    tagged = np.array(keys, dtype=np.uint64)
+    bits = tag_row_numbers(tagged)
+    assert 2**bits >= len(keys)
+    tagged.sort()
+    order = row_numbers(tagged, bits).tolist()
+    want = sorted(range(len(keys)), key=lambda i: (keys[i] >> bits, i))
+    assert order == want
 
 
 @settings(max_examples=200, deadline=None)
