@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -118,6 +118,7 @@ class MergeBuilder:
         self.copy_on_write = copy_on_write
         self.rewrite_threshold = rewrite_threshold
         self.clauses: list[_Clause] = []
+        self._source_consumed = False
 
     def _add(self, clause: _Clause) -> MergeBuilder:
         self.clauses.append(clause)
@@ -177,7 +178,21 @@ class MergeBuilder:
         """
         if not self.clauses:
             raise ValueError("a MERGE needs at least one WHEN clause")
+        if self._source_consumed:
+            raise ValueError(
+                "this MERGE's source is a stream (RecordBatchReader or iterator) that an "
+                "earlier execute() already read; pass a table (for example "
+                "reader.read_all()) to run a MERGE more than once"
+            )
         return _Merge(self).run()
+
+    def _read_source(self) -> pa.RecordBatchReader:
+        """The source as a reader; a one-shot source (a RecordBatchReader or an iterator)
+        is marked consumed, so that a second :meth:`execute` refuses instead of merging an
+        empty or exhausted stream."""
+        if isinstance(self.source, (pa.RecordBatchReader, Iterator)):
+            self._source_consumed = True
+        return to_reader(self.source)
 
 
 def _on_parameters(b: MergeBuilder) -> dict[str, Any]:
@@ -211,7 +226,7 @@ class _Merge:
             if any(c.action == "update" for c in b.clauses):
                 st.refuse_on_row_tracking("MERGE ... UPDATE")
             con = st.con
-            con.register("__lq_source_stream", to_reader(b.source))
+            con.register("__lq_source_stream", b._read_source())
             con.execute(f"CREATE TEMP TABLE {_SOURCE_TABLE} AS SELECT * FROM __lq_source_stream")
             con.unregister("__lq_source_stream")
             source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]

@@ -695,6 +695,41 @@ def test_merge_source_kinds(tmp_path: Path, make: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: pa.RecordBatchReader.from_batches(t.schema, t.to_batches()),
+        lambda t: iter(t.to_batches()),
+    ],
+    ids=["reader", "iterator"],
+)
+def test_merge_stream_source_runs_once(tmp_path: Path, make: Any) -> None:
+    # A second execute() of a builder whose stream source is spent must not merge an
+    # empty source (with a NOT MATCHED BY SOURCE DELETE that would empty the table).
+    uri = str(tmp_path / "t")
+    _three_files(uri)
+    before = lq.DeltaTable(uri).snapshot().scan().to_arrow().num_rows
+    src = pa.table({"id": pa.array([1], pa.int64()), "s": ["m"]})
+    builder = (
+        lq.DeltaTable(uri)
+        .merge(make(src), on="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update(set={"s": "s.s"})
+        .when_not_matched_by_source_delete(predicate="t.id = 2")
+    )
+    m = builder.execute()
+    assert m.num_updated_rows == 1 and m.num_deleted_rows == 1
+    version = lq.DeltaTable(uri).snapshot().version
+    with pytest.raises(ValueError, match="earlier execute"):
+        builder.execute()
+    assert lq.DeltaTable(uri).snapshot().version == version  # nothing committed
+    assert lq.DeltaTable(uri).snapshot().scan().to_arrow().num_rows == before - 1
+    # a table source can run twice: the second run matches and updates again
+    again = lq.DeltaTable(uri).merge(src, on="t.id = s.id", source_alias="s", target_alias="t")
+    again = again.when_matched_update(set={"s": "s.s"})
+    assert again.execute().num_updated_rows == 1
+    assert again.execute().num_updated_rows == 1
+
+
+@pytest.mark.parametrize(
     ("target_type", "source_type", "values"),
     [
         (pa.int64(), pa.int32(), [3, 17, 1000]),
