@@ -47,8 +47,9 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _raw_int64(values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-    out = np.empty(values.size, dtype=np.uint64)
+def _raw_int64(
+    values: npt.NDArray[np.int64], out: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
     sign = np.uint64(1) << np.uint64(63)
     for i in range(values.size):
         out[i] = np.uint64(values[i]) ^ sign
@@ -56,8 +57,9 @@ def _raw_int64(values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
 
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _raw_float64(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    out = np.empty(bits.size, dtype=np.uint64)
+def _raw_float64(
+    bits: npt.NDArray[np.uint64], out: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.uint64]:
     sign = np.uint64(1) << np.uint64(63)
     for i in range(bits.size):
         b = bits[i]
@@ -70,10 +72,9 @@ def _raw_float64(bits: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 @njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
 def _raw_binary(
-    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]
+    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
     n = offsets.size - 1
-    out = np.empty(n, dtype=np.uint64)
     for i in range(n):
         start = offsets[i]
         length = offsets[i + 1] - start
@@ -86,17 +87,32 @@ def _raw_binary(
     return out
 
 
-def raw_keys_int64(values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
-    """Order-preserving ``uint64`` keys of signed 64-bit integers (sign bit flipped).
+def _out(size: int, out: npt.NDArray[np.uint64] | None) -> npt.NDArray[np.uint64]:
+    if out is None:
+        return np.empty(size, dtype=np.uint64)
+    if out.dtype != np.uint64 or out.shape != (size,) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a contiguous uint64 array of {size} values")
+    return out
+
+
+def raw_keys_int64(
+    values: npt.NDArray[np.int64], out: npt.NDArray[np.uint64] | None = None
+) -> npt.NDArray[np.uint64]:
+    """Order-preserving ``uint64`` keys of signed 64-bit integers (sign bit flipped),
+    written to ``out`` when given (for every function here: a contiguous ``uint64`` array
+    of one slot per value; default a new one).
 
     Example:
         >>> raw_keys_int64(np.array([-1, 0], dtype=np.int64)).tolist()
         [9223372036854775807, 9223372036854775808]
     """
-    return _raw_int64(np.ascontiguousarray(values, dtype=np.int64))  # type: ignore[no-any-return]
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return _raw_int64(values, _out(values.size, out))  # type: ignore[no-any-return]
 
 
-def raw_keys_float64(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+def raw_keys_float64(
+    values: npt.NDArray[np.float64], out: npt.NDArray[np.uint64] | None = None
+) -> npt.NDArray[np.uint64]:
     """Order-preserving ``uint64`` keys of doubles (negative values bit-inverted, the
     others get the sign bit); ``-0.0`` sorts just below ``0.0`` and NaN above ``+inf``.
 
@@ -106,11 +122,13 @@ def raw_keys_float64(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
         True
     """
     bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
-    return _raw_float64(bits)  # type: ignore[no-any-return]
+    return _raw_float64(bits, _out(bits.size, out))  # type: ignore[no-any-return]
 
 
 def raw_keys_binary(
-    offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]
+    offsets: npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    out: npt.NDArray[np.uint64] | None = None,
 ) -> npt.NDArray[np.uint64]:
     """Keys of strings/binaries given Arrow offsets and data: the first 8 bytes,
     big-endian, zero-padded (so ``"ab" < "abc"`` gives ``key("ab") <= key("abc")``).
@@ -120,8 +138,11 @@ def raw_keys_binary(
         ...                 np.frombuffer(b"abc", dtype=np.uint8)).tolist()[0] >> 56
         97
     """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     return _raw_binary(  # type: ignore[no-any-return]
-        np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8)
+        offsets,
+        np.ascontiguousarray(data, dtype=np.uint8),
+        _out(max(0, offsets.size - 1), out),
     )
 
 
@@ -277,7 +298,8 @@ def rank_keys(
         bounds: sorted distinct boundaries (:func:`quantile_boundaries`).
         bits: key width, 1..64.
         out: a contiguous ``uint64`` array of ``raw.size`` to write the keys into
-            (default: a new one).
+            (default: a new one); may be ``raw`` itself (each key is read before its
+            rank is written).
     """
     if not 1 <= bits <= 64:
         raise ValueError("bits must be within 1..64")

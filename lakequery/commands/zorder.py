@@ -76,11 +76,39 @@ def check_clusterable(name: str, typ: pa.DataType) -> None:
         raise SchemaError(f"cannot cluster by column {name!r} of type {typ}")
 
 
-def raw_keys(column: Any) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-    """Order-preserving raw ``uint64`` keys of an Arrow array and its validity mask."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+def raw_keys(
+    column: Any, out: npt.NDArray[np.uint64] | None = None
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """Order-preserving raw ``uint64`` keys of an Arrow array and its validity mask.
+
+    A chunked column is keyed chunk by chunk into one array (``out`` when given: a
+    contiguous ``uint64`` array of one slot per row), without concatenating the chunks
+    first.
+
+    Example:
+        >>> keys, valid = raw_keys(pa.chunked_array([[3, None], [-1]]))
+        >>> int(keys[2]) < int(keys[0]), valid.tolist()
+        (True, [True, False, True])
+    """
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    n = sum(len(c) for c in chunks)
+    if out is None:
+        out = np.empty(n, dtype=np.uint64)
+    elif out.dtype != np.uint64 or out.shape != (n,) or not out.flags.c_contiguous:
+        raise ValueError("out must be a contiguous uint64 array with one slot per row")
+    valid = np.ones(n, dtype=np.bool_)
+    start = 0
+    for chunk in chunks:
+        end = start + len(chunk)
+        if chunk.null_count:
+            valid[start:end] = pc.is_valid(chunk).to_numpy(zero_copy_only=False)
+        _raw_chunk(chunk, out[start:end])
+        start = end
+    return out, valid
+
+
+def _raw_chunk(arr: Any, out: npt.NDArray[np.uint64]) -> None:
     typ = arr.type
-    valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=np.bool_)
     if pa.types.is_dictionary(typ):
         arr = pc.cast(arr, typ.value_type)
         typ = arr.type
@@ -94,11 +122,12 @@ def raw_keys(column: Any) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]
             if buffers[2] is not None
             else np.zeros(0, dtype=np.uint8)
         )
-        return raw_keys_binary(offsets, data), valid
+        raw_keys_binary(offsets, data, out=out)
+        return
     if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
         doubles: Any = pc.cast(arr, pa.float64())
-        values = doubles.fill_null(0.0).to_numpy(zero_copy_only=False)
-        return raw_keys_float64(values), valid
+        raw_keys_float64(doubles.fill_null(0.0).to_numpy(zero_copy_only=False), out=out)
+        return
     if pa.types.is_timestamp(typ) or pa.types.is_date64(typ):
         arr = pc.cast(arr, pa.int64())
     elif pa.types.is_date32(typ):
@@ -108,8 +137,7 @@ def raw_keys(column: Any) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]
     elif not pa.types.is_integer(typ):
         raise SchemaError(f"cannot cluster by a column of type {typ}")
     ints: Any = pc.cast(arr, pa.int64())
-    values = ints.fill_null(0).to_numpy(zero_copy_only=False)
-    return raw_keys_int64(values), valid
+    raw_keys_int64(ints.fill_null(0).to_numpy(zero_copy_only=False), out=out)
 
 
 class KeyBuilder:
@@ -231,9 +259,10 @@ def table_keys(
     per_column = np.empty((len(columns), table.num_rows), dtype=np.uint64)
 
     def one(i: int) -> None:  # the kernels release the GIL: columns run in parallel
-        raw, valid = raw_keys(table.column(columns[i]))
+        # raw keys, then their ranks, in the column's row of per_column: no other array
+        raw, valid = raw_keys(table.column(columns[i]), out=per_column[i])
         bounds = quantile_boundaries(raw[::stride][valid[::stride]], limit)
-        rank_keys(raw, valid, bounds, builder.bits, out=per_column[i])
+        rank_keys(raw, valid, bounds, builder.bits, out=raw)
 
     with ThreadPoolExecutor(min(len(columns), os.cpu_count() or 1)) as pool:
         list(pool.map(one, range(len(columns))))

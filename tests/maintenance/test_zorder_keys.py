@@ -207,6 +207,13 @@ def test_keys_preserve_order(kind: str, data: Any) -> None:
     arr = pa.array(values, typ)
     raw, valid = raw_keys(arr)
     assert valid.tolist() == [v is not None for v in values]
+    # a chunked column (some chunks without nulls) is keyed chunk by chunk, into ``out``
+    cut = data.draw(st.integers(0, len(values)))
+    chunked = pa.chunked_array([arr.slice(0, cut), arr.slice(cut)], typ)
+    out = np.full(len(values), 7, dtype=np.uint64)
+    raw_c, valid_c = raw_keys(chunked, out=out)
+    assert raw_c is out
+    assert raw_c.tolist() == raw.tolist() and valid_c.tolist() == valid.tolist()
     present = sorted(
         (
             (_sort_key(v), int(k))
