@@ -145,16 +145,29 @@ class LogReader:
         self.con.execute(f"DROP TABLE IF EXISTS {COMMIT_KEYS}")
 
     # -- checkpoints ---------------------------------------------------------------------------
+    def _top_sql(self, checkpoint: Checkpoint) -> str:
+        """SQL reading a checkpoint's own file(s), without following sidecars."""
+        version = checkpoint.version
+        if checkpoint.format == "uuid" and checkpoint.files[0].name.extension == "json":
+            return self.json_actions_sql([checkpoint.files[0].path], version=version)
+        return self._parquet_actions_sql([f.path for f in checkpoint.files], version)
+
+    def sidecar_paths(self, checkpoint: Checkpoint) -> list[str]:
+        """Locations of the sidecars a checkpoint references (V2; none for multi-part).
+
+        Raises:
+            CorruptLogError: the checkpoint cannot be read, or names a sidecar path that is
+                not a plain file name.
+        """
+        if checkpoint.format == "multi":
+            return []
+        return self._sidecars_from_sql(self._top_sql(checkpoint), strict=True)
+
     def _checkpoint_sql(self, checkpoint: Checkpoint) -> list[str]:
         """SQL parts reading a checkpoint, following V2 sidecars when present."""
         version = checkpoint.version
-        if checkpoint.format == "uuid" and checkpoint.files[0].name.extension == "json":
-            top = self.json_actions_sql([checkpoint.files[0].path], version=version)
-            sidecars = self._sidecars_from_sql(top)
-        else:
-            paths = [f.path for f in checkpoint.files]
-            top = self._parquet_actions_sql(paths, version)
-            sidecars = self._sidecars_from_sql(top) if checkpoint.format != "multi" else []
+        top = self._top_sql(checkpoint)
+        sidecars = self._sidecars_from_sql(top) if checkpoint.format != "multi" else []
         if not sidecars:
             return [top]
         # V2: file actions live in the sidecars; the top file keeps the non-file actions.
@@ -163,12 +176,16 @@ class LogReader:
                 raise CorruptLogError(path, "sidecar referenced by the checkpoint is missing")
         return [top, self._parquet_actions_sql(sidecars, version)]
 
-    def _sidecars_from_sql(self, top_sql: str) -> list[str]:
+    def _sidecars_from_sql(self, top_sql: str, *, strict: bool = False) -> list[str]:
         try:
             rows = self.con.sql(
                 f"SELECT sidecar.path FROM ({top_sql}) WHERE sidecar IS NOT NULL"
             ).fetchall()
-        except duckdb.Error:
+        except duckdb.Error as exc:
+            if strict:
+                raise CorruptLogError(
+                    self.storage.join("_delta_log"), f"unreadable checkpoint: {exc}"
+                ) from exc
             return []  # the caller's full read reports the corrupt file
         base = self.storage.join("_delta_log", "_sidecars")
         out = []

@@ -8,7 +8,10 @@
    below that checkpoint's version are deleted, oldest first, as are compaction files
    starting at or below it. The checkpoint itself, its commit and everything newer stay,
    so every version inside the retention window remains reconstructable. ``_last_checkpoint``
-   and V2 sidecars are never touched.
+   is never touched;
+5. V2 sidecars (``_delta_log/_sidecars/``) that no remaining checkpoint references and that
+   are more than a day old (a checkpoint being written may not reference its sidecars
+   yet) are deleted. If a remaining checkpoint cannot be read, no sidecar is deleted.
 
 :class:`~lakequery.txn.Transaction` runs it after each automatic checkpoint unless
 ``delta.enableExpiredLogCleanup`` is false; :meth:`lakequery.DeltaTable.cleanup_log`
@@ -26,9 +29,13 @@ Example:
 from __future__ import annotations
 
 import time
+from urllib.parse import unquote
 
 from lakequery.commands.metrics import LogCleanupResult
+from lakequery.duckdb_private import private_cursor
+from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.history import monotonic_ms, read_commit_infos
+from lakequery.log_reader import LogReader
 from lakequery.log_segment import load_state, log_dir
 from lakequery.protocol.log_files import Listing, build_listing, classify
 from lakequery.protocol.properties import TableProperties, parse_bool
@@ -117,7 +124,36 @@ def cleanup_expired_logs(
     doomed.sort()
     for _, path in doomed:
         storage.delete(path)
-    return LogCleanupResult(keep_from, tuple(p for _, p in doomed))
+    sidecars = _unreferenced_sidecars(storage, listing, keep_from, now)
+    for path in sidecars:
+        storage.delete(path)
+    return LogCleanupResult(keep_from, tuple(p for _, p in doomed) + tuple(sidecars))
+
+
+def _unreferenced_sidecars(
+    storage: Storage, listing: Listing, keep_from: int, now: int
+) -> list[str]:
+    """Sidecars older than a day that no checkpoint at or above ``keep_from`` references
+    (digest §7.8 step 6); none when a remaining checkpoint cannot be read."""
+    infos = storage.list_from(storage.join("_delta_log", "_sidecars"), "")
+    old = [i for i in infos if i.name.endswith(".parquet") and i.modified_ms < now - _DAY_MS]
+    if not old:
+        return []
+    con = private_cursor()
+    try:
+        reader = LogReader(storage, con)
+        referenced: set[str] = set()
+        for checkpoint in listing.checkpoints:
+            if checkpoint.version >= keep_from:
+                # by file name: sidecar paths in checkpoints are URI-encoded file names
+                referenced.update(
+                    unquote(p.rsplit("/", 1)[-1]) for p in reader.sidecar_paths(checkpoint)
+                )
+    except (CorruptLogError, ObjectNotFoundError):
+        return []  # keep everything rather than guess what an unreadable checkpoint needs
+    finally:
+        con.close()
+    return sorted(i.path for i in old if i.name not in referenced)
 
 
 __all__ = ["cleanup_enabled", "cleanup_expired_logs"]

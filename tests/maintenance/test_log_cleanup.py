@@ -94,3 +94,57 @@ def test_in_commit_timestamps_decide(tmp_path: Path) -> None:
     assert _versions(uri, ".json") == list(range(8))
     # with a zero retention, the midnight cutoff still keeps today's commits
     assert lq.DeltaTable(uri).cleanup_log(retention_hours=0).files_deleted == ()
+
+
+def test_sidecars_go_with_the_checkpoints_that_referenced_them(tmp_path: Path) -> None:
+    # A Spark table with a V2 checkpoint (v2, file actions in two sidecars). lakequery
+    # appends v3, v4 and checkpoints at 4 (checkpointInterval 2) without sidecars.
+    import shutil
+
+    from tablekit import conformance_table
+
+    root = tmp_path / "t"
+    shutil.copytree(conformance_table("golden_v2_checkpoint_parquet"), root)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)
+    uri = str(root)
+    lq.write(uri, pa.table({"id": pa.array([100], pa.int64())}), mode="append")
+    lq.write(uri, pa.table({"id": pa.array([101], pa.int64())}), mode="append")
+    assert 4 in _versions(uri, ".checkpoint.parquet")
+    sidecar_dir = _log(uri) / "_sidecars"
+    spark_sidecars = sorted(p.name for p in sidecar_dir.glob("*.parquet"))
+    assert len(spark_sidecars) == 2
+    # orphans, as a failed checkpoint writer leaves them: one old, one written just now
+    old_orphan = sidecar_dir / "00000000000000000003.checkpoint.0000000001.0000000001.old.parquet"
+    young_orphan = sidecar_dir / "00000000000000000003.checkpoint.0000000001.0000000001.new.parquet"
+    shutil.copy(sidecar_dir / spark_sidecars[0], old_orphan)
+    shutil.copy(sidecar_dir / spark_sidecars[0], young_orphan)
+    two_days_ago = time.time() - 2 * DAY_S
+    os.utime(old_orphan, (two_days_ago, two_days_ago))
+    expected = lakequery_rows(uri)["to_arrow"]
+    at_2 = lakequery_rows(uri, version=2)["to_arrow"]
+
+    # 1. the cutoff checkpoint is Spark's at 2: its sidecars stay, the old orphan goes
+    _age(uri, range(0, 3), days=40)
+    for p in sidecar_dir.glob("0*.parquet"):
+        if p != young_orphan and p != old_orphan:
+            os.utime(p, (time.time() - 40 * DAY_S,) * 2)
+    r = lq.DeltaTable(uri).cleanup_log()
+    assert r.cutoff_version == 2
+    assert str(old_orphan) in r.files_deleted
+    assert sorted(p.name for p in sidecar_dir.glob("*.parquet")) == sorted(
+        [*spark_sidecars, young_orphan.name]
+    )
+    assert lakequery_rows(uri, version=2)["to_arrow"] == at_2  # read through its sidecars
+    assert lakequery_rows(uri)["to_arrow"] == expected
+
+    # 2. lakequery's checkpoint at 4 becomes the cutoff: Spark's checkpoint and its
+    # sidecars go; the young orphan stays (a checkpoint may be about to reference it)
+    _age(uri, range(3, 5), days=35)
+    r = lq.DeltaTable(uri).cleanup_log()
+    assert r.cutoff_version == 4
+    assert sorted(p.name for p in sidecar_dir.glob("*.parquet")) == [young_orphan.name]
+    assert _versions(uri, ".json")[0] == 4
+    assert lakequery_rows(uri)["to_arrow"] == expected
+    assert deltalake_rows(uri) == expected
+    assert lq.DeltaTable(uri).cleanup_log().files_deleted == ()
