@@ -14,8 +14,8 @@ Plan, then execute:
    the CPU count). Compaction streams each bin's live rows (DVs applied) through
    :func:`~lakequery.writer.data_files.write_data_files`. Clustering gives every row of
    a partition a 64-bit curve key (:mod:`lakequery.commands.zorder`) and sorts by it: in
-   memory (``argsort`` + ``take``) when the partition fits in half of its share of
-   :data:`SORT_MEMORY_BYTES`, else in DuckDB, which spills to a temporary directory
+   memory (a sort of row-tagged keys, then ``take``) when the partition fits in half of
+   its share of :data:`SORT_MEMORY_BYTES`, else in DuckDB, which spills to a temporary directory
    (then the partition is read twice: the clustering columns to sample the quantile
    boundaries, then every row). The sorted rows are cut into files near
    ``target_file_size`` at curve-cell boundaries and written on a small thread pool,
