@@ -237,6 +237,11 @@ class _Builder:
         files = self.files_sql(branch.locations)
         uniform = not self.needs_data or self.shared_types is not None
         options = "union_by_name=false" if uniform else "union_by_name=true"
+        # Parquet writers leave NaN out of float min/max, as the Parquet spec asks, and
+        # DuckDB orders NaN above every number: unless told that floats can hold NaN, it
+        # skips row groups (or folds filters) that hold NaN rows matching `x > 3`,
+        # `x != 1` or `isnan(x)`. Float pruning on the upper bound is the price.
+        options += ", can_have_nan=true"
         joined = branch.values is None and not branch.hive
         if joined:
             options += ", filename=true"

@@ -8,6 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pytest
 from dmlkit import (
@@ -575,3 +576,31 @@ def test_dml_with_automatic_checkpoints(tmp_path: Path, config: dict[str, str]) 
     for v, expected in o.states.items():
         check_all_engines(uri, expected, v)
     assert_same_rows(deltalake_table(uri), o.table(), what="deltalake")
+
+
+def test_nan_rows_are_not_pruned_by_parquet_statistics(tmp_path: Path) -> None:
+    # Parquet writers leave NaN out of float min/max (the Parquet spec says so); DuckDB
+    # orders NaN above every number, so a row group whose max is 2.0 can still hold rows
+    # with x > 3. Delta statistics are off here (no file pruning), which leaves the
+    # Parquet statistics as the only thing that could wrongly skip those rows.
+    import deltalake
+
+    uri = str(tmp_path / "t")
+    n = 600
+    t = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "x": pa.array([[1.0, 2.0, float("nan")][i % 3] for i in range(n)], pa.float64()),
+        }
+    )
+    deltalake.write_deltalake(uri, t, configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    con = duckdb.connect()
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb(con)
+    assert rel.filter("x > 3").aggregate("count(*)").fetchall() == [(n // 3,)]
+    o = Oracle(t, 0)
+    dt_ = lq.DeltaTable(uri)
+    assert dt_.delete("x > 3").num_deleted_rows == n // 3
+    o.delete("x > 3")
+    dt_.update("isnan(x) OR x < 1.5", set={"x": "0.5"})
+    o.update("isnan(x) OR x < 1.5", {"x": "0.5"})
+    check_all_engines(uri, o.table())
