@@ -565,6 +565,13 @@ def _write_atomically(
     return rows, adds, len(data)
 
 
+def _rows_in(storage: Storage, path: str) -> int:
+    """The number of rows (actions) of a Parquet checkpoint, from its footer."""
+    fs, to_fs = storage.arrow_filesystem()
+    with fs.open_input_file(to_fs(path)) as f:
+        return int(pq.ParquetFile(f).metadata.num_rows)
+
+
 def _last_checkpoint(info: CheckpointInfo) -> bytes:
     doc: dict[str, Any] = {
         "version": info.version,
@@ -586,7 +593,10 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
     unless ``delta.checkpoint.writeStatsAsJson=false``; ``stats_parsed`` and, for
     partitioned tables, ``partitionValues_parsed`` are added unless
     ``delta.checkpoint.writeStatsAsStruct=false`` (statistics that do not parse become
-    NULL). An existing checkpoint of the same version is replaced by an identical one.
+    NULL). An existing classic checkpoint of the same version that loads is kept, not
+    rewritten (a rewrite would only refresh its tombstones, and replacing a file other
+    processes may be reading races with them: DuckDB reads a file's footer and its row
+    groups in separate opens); ``_last_checkpoint`` then points at it.
 
     Args:
         storage: The table's storage.
@@ -638,7 +648,12 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
             yield from _remove_batches(removes, schema)
 
         final = storage.join("_delta_log", f"{v:020d}.checkpoint.parquet")
-        rows, num_adds, size = _write_atomically(storage, final, schema, tables())
+        kept = segment.checkpoint
+        if kept is not None and kept.version == v and kept.format == "classic":
+            final = kept.files[0].path
+            rows, num_adds, size = _rows_in(storage, final), adds.num_rows, kept.files[0].size
+        else:
+            rows, num_adds, size = _write_atomically(storage, final, schema, tables())
     finally:
         con.close()
     info = CheckpointInfo(v, final, rows, num_adds, size)

@@ -786,6 +786,27 @@ def test_last_checkpoint_and_no_temp_files(tmp_path: Path) -> None:
     assert f"{v:020d}.checkpoint.parquet" in names
 
 
+def test_existing_checkpoint_of_the_version_is_kept(tmp_path: Path) -> None:
+    # A second checkpoint of the same version keeps the file (another process may be
+    # reading it; DuckDB opens a file more than once per read) and reports that file.
+    kit, v = _data_table(tmp_path / "t")
+    first = write_checkpoint(lq.DeltaTable(kit.uri).storage)
+    path = _checkpoint_file(kit.root, v)
+    inode, mtime = path.stat().st_ino, path.stat().st_mtime_ns
+    (kit.log / "_last_checkpoint").unlink()
+    second = write_checkpoint(lq.DeltaTable(kit.uri).storage)
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (inode, mtime)
+    assert second == first
+    hint = parse_last_checkpoint((kit.log / "_last_checkpoint").read_bytes())
+    assert hint is not None and (hint.version, hint.size) == (v, first.num_actions)
+    assert pq.ParquetFile(path).metadata.num_rows == second.num_actions
+    # a checkpoint that does not load is replaced by a good one
+    path.write_bytes(b"PAR1 not a checkpoint")
+    third = write_checkpoint(lq.DeltaTable(kit.uri).storage)
+    assert third.num_actions == first.num_actions
+    assert pq.ParquetFile(path).metadata.num_rows == first.num_actions
+
+
 def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import lakequery.checkpoint_writer as cw
 
