@@ -539,30 +539,51 @@ def _write_atomically(
 ) -> tuple[int, int, int]:
     """Writes the checkpoint so that only a complete file is ever visible as ``final``.
 
+    A checkpoint file that appeared meanwhile (another process checkpointed the same
+    version) is kept when it loads, so a file other processes may be reading is never
+    replaced; one that does not load is replaced.
+
     Returns:
-        (rows, add rows, bytes).
+        (rows, add rows, bytes) of the file now at ``final``.
     """
     if storage.protocol == "file":
         # A hidden name the log listing ignores (it matches no pattern of digest §2.4).
         tmp = storage.join("_delta_log", f".tmp-{uuid.uuid4().hex}.checkpoint.parquet")
-        native = tmp.removeprefix("file://")
+        native, target = tmp.removeprefix("file://"), final.removeprefix("file://")
         try:
             with open(native, "xb") as fh:
                 rows, adds = _write_tables(fh, schema, tables)
                 fh.flush()
                 os.fsync(fh.fileno())
             size = os.path.getsize(native)
-            os.replace(native, final.removeprefix("file://"))  # atomic; never into a dir
-        except BaseException:
+            try:
+                os.link(native, target)  # atomic, and never over an existing file
+            except FileExistsError:
+                existing = _loadable_rows(storage, final)
+                if existing is not None:
+                    return existing, adds, os.path.getsize(target)
+                os.replace(native, target)
+        finally:
             with contextlib.suppress(OSError):
                 os.unlink(native)
-            raise
         return rows, adds, size
     sink = pa.BufferOutputStream()
     rows, adds = _write_tables(sink, schema, tables)
     data = sink.getvalue().to_pybytes()
-    storage.put(final, data)  # a single PUT: all or nothing
+    if not storage.put_if_absent(final, data):  # a single PUT: all or nothing
+        existing = _loadable_rows(storage, final)
+        if existing is not None:
+            return existing, adds, storage.size(final)
+        storage.put(final, data)
     return rows, adds, len(data)
+
+
+def _loadable_rows(storage: Storage, path: str) -> int | None:
+    """The row count of the Parquet checkpoint at ``path``; None when it does not load."""
+    try:
+        return _rows_in(storage, path)
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def _rows_in(storage: Storage, path: str) -> int:
@@ -596,7 +617,8 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
     NULL). An existing classic checkpoint of the same version that loads is kept, not
     rewritten (a rewrite would only refresh its tombstones, and replacing a file other
     processes may be reading races with them: DuckDB reads a file's footer and its row
-    groups in separate opens); ``_last_checkpoint`` then points at it.
+    groups in separate opens), also when another process publishes it while this one
+    writes; ``_last_checkpoint`` then points at it.
 
     Args:
         storage: The table's storage.

@@ -807,6 +807,38 @@ def test_existing_checkpoint_of_the_version_is_kept(tmp_path: Path) -> None:
     assert pq.ParquetFile(path).metadata.num_rows == first.num_actions
 
 
+@pytest.mark.parametrize("theirs", ["good", "corrupt"])
+def test_checkpoint_created_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, theirs: str
+) -> None:
+    # Another process finishes the same version's checkpoint while this one writes: a
+    # good one is kept (never replaced under its readers), a corrupt one is replaced.
+    import lakequery.checkpoint_writer as cw
+
+    kit, v = _data_table(tmp_path / "t")
+    first = write_checkpoint(lq.DeltaTable(kit.uri).storage)
+    path = _checkpoint_file(kit.root, v)
+    good = path.read_bytes()
+    path.unlink()
+    (kit.log / "_last_checkpoint").unlink()
+    real = cw._write_tables
+    theirs_inode: list[int] = []
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        path.write_bytes(good if theirs == "good" else b"PAR1 torn")
+        theirs_inode.append(path.stat().st_ino)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cw, "_write_tables", racing)
+    info = write_checkpoint(lq.DeltaTable(kit.uri).storage)
+    assert info.num_actions == first.num_actions == pq.ParquetFile(path).metadata.num_rows
+    assert info.size_in_bytes == path.stat().st_size
+    kept = path.stat().st_ino == theirs_inode[0]
+    assert kept == (theirs == "good")
+    names = sorted(p.name for p in kit.log.iterdir())
+    assert not [n for n in names if n.startswith(".")], names
+
+
 def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import lakequery.checkpoint_writer as cw
 
