@@ -87,7 +87,9 @@ def _raw_binary(
     return out
 
 
-def _out(size: int, out: npt.NDArray[np.uint64] | None) -> npt.NDArray[np.uint64]:
+def uint64_output(size: int, out: npt.NDArray[np.uint64] | None) -> npt.NDArray[np.uint64]:
+    """``out`` checked to be a contiguous ``uint64`` array of ``size`` values, or a new
+    one: where every kernel here may write its keys."""
     if out is None:
         return np.empty(size, dtype=np.uint64)
     if out.dtype != np.uint64 or out.shape != (size,) or not out.flags.c_contiguous:
@@ -107,7 +109,7 @@ def raw_keys_int64(
         [9223372036854775807, 9223372036854775808]
     """
     values = np.ascontiguousarray(values, dtype=np.int64)
-    return _raw_int64(values, _out(values.size, out))  # type: ignore[no-any-return]
+    return _raw_int64(values, uint64_output(values.size, out))  # type: ignore[no-any-return]
 
 
 def raw_keys_float64(
@@ -122,7 +124,7 @@ def raw_keys_float64(
         True
     """
     bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
-    return _raw_float64(bits, _out(bits.size, out))  # type: ignore[no-any-return]
+    return _raw_float64(bits, uint64_output(bits.size, out))  # type: ignore[no-any-return]
 
 
 def raw_keys_binary(
@@ -142,7 +144,7 @@ def raw_keys_binary(
     return _raw_binary(  # type: ignore[no-any-return]
         offsets,
         np.ascontiguousarray(data, dtype=np.uint8),
-        _out(max(0, offsets.size - 1), out),
+        uint64_output(max(0, offsets.size - 1), out),
     )
 
 
@@ -304,16 +306,12 @@ def rank_keys(
     if not 1 <= bits <= 64:
         raise ValueError("bits must be within 1..64")
     raw = np.ascontiguousarray(raw, dtype=np.uint64)
-    if out is None:
-        out = np.empty(raw.size, dtype=np.uint64)
-    elif out.dtype != np.uint64 or out.shape != raw.shape or not out.flags.c_contiguous:
-        raise ValueError("out must be a contiguous uint64 array shaped like raw")
     return _rank_keys(  # type: ignore[no-any-return]
         raw,
         np.ascontiguousarray(valid, dtype=np.bool_),
         np.ascontiguousarray(bounds, dtype=np.uint64),
         bits,
-        out,
+        uint64_output(raw.size, out),
     )
 
 
@@ -416,11 +414,7 @@ def _check_curve_input(
         raise ValueError("keys must be a (columns, rows) array")
     if not bits >= 1 or arr.shape[0] * bits > 64:
         raise ValueError("columns * bits must be within 1..64")
-    if out is None:
-        out = np.empty(arr.shape[1], dtype=np.uint64)
-    elif out.dtype != np.uint64 or out.shape != arr.shape[1:] or not out.flags.c_contiguous:
-        raise ValueError("out must be a contiguous uint64 array with one slot per row")
-    return arr, out
+    return arr, uint64_output(arr.shape[1], out)
 
 
 def interleave_bits(
@@ -544,4 +538,5 @@ __all__ = [
     "raw_keys_int64",
     "row_numbers",
     "tag_row_numbers",
+    "uint64_output",
 ]

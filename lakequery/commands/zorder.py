@@ -39,6 +39,7 @@ from udfs.zorder import (
     raw_keys_binary,
     raw_keys_float64,
     raw_keys_int64,
+    uint64_output,
 )
 
 Curve = Literal["zorder", "hilbert"]
@@ -91,12 +92,8 @@ def raw_keys(
         (True, [True, False, True])
     """
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    n = sum(len(c) for c in chunks)
-    if out is None:
-        out = np.empty(n, dtype=np.uint64)
-    elif out.dtype != np.uint64 or out.shape != (n,) or not out.flags.c_contiguous:
-        raise ValueError("out must be a contiguous uint64 array with one slot per row")
-    valid = np.ones(n, dtype=np.bool_)
+    out = uint64_output(sum(len(c) for c in chunks), out)
+    valid = np.ones(out.size, dtype=np.bool_)
     start = 0
     for chunk in chunks:
         end = start + len(chunk)
