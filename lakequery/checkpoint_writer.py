@@ -656,22 +656,26 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
         )
         reader = LogReader(storage, con)
         segment = state.segment
+        # an existing classic checkpoint of this version that loaded: kept, not rewritten
+        kept = segment.checkpoint
+        if kept is not None and (kept.version != v or kept.format != "classic"):
+            kept = None
         try:
             reader.load(segment.checkpoint, segment.commits)
             keys = {"commit_keys": COMMIT_KEYS, "commits": COMMITS, "checkpoint": CHECKPOINT}
-            adds = replay_adds(con, **keys)
-            removes = replay_tombstones(con, **keys, cutoff_ms=cutoff)
+            adds = replay_adds(con, **keys)  # kept or not: numOfAddFiles counts them
+            removes = None if kept is not None else replay_tombstones(con, **keys, cutoff_ms=cutoff)
         finally:
             reader.drop()
 
         def tables() -> Iterator[pa.Table]:
             yield from _header(state, layout, schema)
             yield from _add_batches(con, adds, layout, schema)
+            assert removes is not None
             yield from _remove_batches(removes, schema)
 
         final = storage.join("_delta_log", f"{v:020d}.checkpoint.parquet")
-        kept = segment.checkpoint
-        if kept is not None and kept.version == v and kept.format == "classic":
+        if kept is not None:
             final = kept.files[0].path
             rows, num_adds, size = _rows_in(storage, final), adds.num_rows, kept.files[0].size
         else:
