@@ -110,7 +110,13 @@ def test_dv_files_and_hidden_paths(tmp_path: Path) -> None:
     (root / "_change_data").mkdir()
     (root / "_change_data" / "cdc-old.parquet").write_bytes(b"x")
     _age_files(uri, hours=1)
-    (root / "p=a" / "young-orphan.parquet").write_bytes(b"x")  # a write in flight
+    young = root / "p=a" / "young-orphan.parquet"
+    young.write_bytes(b"x")  # a write in flight
+    # Its time stamp must lie after vacuum's "now" (the zero-retention cutoff). Written a
+    # moment before the call, it did only by chance (the two lie within a few ms, and
+    # the file system's clock is coarser than time.time()); it failed once in a clean run.
+    ahead = time.time() + 60
+    os.utime(young, (ahead, ahead))
     result = lq.DeltaTable(uri).vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
     names = sorted(Path(p).relative_to(root).as_posix() for p in result.files)
     assert "p=a/orphan.parquet" in names and "_change_data/cdc-old.parquet" in names
