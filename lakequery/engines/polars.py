@@ -63,6 +63,30 @@ def _dtype(t: pa.DataType) -> pl.DataType:
     return pl.DataFrame(pa.schema([pa.field("x", t)]).empty_table()).schema["x"]
 
 
+def maps_as_lists(t: pa.DataType) -> pa.DataType:
+    """``t`` with every map, at any depth, as the list of key/value structs it is stored as.
+
+    Polars' scan cannot cast map keys (``map<int,int>`` files under a ``map<long,long>``
+    schema fail), but it upcasts the same data read as ``list<struct<key, value>>``; the
+    projection casts the lists back to maps."""
+    if pa.types.is_map(t):
+        key = pa.field("key", maps_as_lists(t.key_type), nullable=False)
+        value = t.item_field.with_type(maps_as_lists(t.item_type)).with_name("value")
+        return pa.list_(pa.field("entries", pa.struct([key, value]), nullable=False))
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(maps_as_lists(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(maps_as_lists(t.value_type)))
+    return t
+
+
+def _widens_map_keys(spec: ColumnSpec, changes: list[TypeChange]) -> bool:
+    """Whether a recorded type change of the column lies under a map key."""
+    return any(c.path[0] == spec.name and "key" in c.path[1:] + c.field_path for c in changes)
+
+
 def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
     """Renames struct fields by position to logical names (the scan schema fixes order)."""
     if isinstance(t, StructType):
@@ -147,6 +171,7 @@ def _group_frame(
     specs: list[ColumnSpec],
     phys: pa.Schema,
     deletions: dict[str, _Deletions],
+    changes: list[TypeChange],
     *,
     hive: bool = False,
 ) -> pl.LazyFrame:
@@ -155,7 +180,16 @@ def _group_frame(
     columns, so one scan can cover all groups."""
     data_specs = [s for s in specs if not s.partition and not pa.types.is_null(s.type)]
     present = [s for s in data_specs if phys.get_field_index(s.physical) >= 0]
-    schema = pl.Schema({s.physical: _dtype(phys.field(s.physical).type) for s in present})
+    schema = pl.Schema(
+        {
+            s.physical: _dtype(
+                maps_as_lists(phys.field(s.physical).type)
+                if _widens_map_keys(s, changes)
+                else phys.field(s.physical).type
+            )
+            for s in present
+        }
+    )
     paths, options = scan.snapshot.storage.polars_source(group.locations)
     extra: dict[str, object] = {}
     local = {
@@ -188,7 +222,7 @@ def _group_frame(
             exprs.append(pl.lit(group.values.get(s.name), dtype=_dtype(s.type)).alias(s.name))
         elif any(p is s for p in present):
             col = pl.col(s.physical)
-            if has_struct(s.delta_type):
+            if scan.snapshot.column_mapping_mode != "none" and has_struct(s.delta_type):
                 col = polars_relabel(col, s.delta_type)
             exprs.append(col.cast(_dtype(s.type)).alias(s.name))
         else:
@@ -246,9 +280,9 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
         if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
             every = FileGroup({}, [loc for g in groups for loc in g.locations])
-            frames = [_group_frame(scan, every, specs, phys, deletions, hive=True)]
+            frames = [_group_frame(scan, every, specs, phys, deletions, changes, hive=True)]
         else:
-            frames = [_group_frame(scan, g, specs, phys, deletions) for g in groups]
+            frames = [_group_frame(scan, g, specs, phys, deletions, changes) for g in groups]
     except NotImplementedError:
         # a store Polars cannot read natively (memory://): stream through Arrow instead
         return pl.LazyFrame(scan.to_arrow())
