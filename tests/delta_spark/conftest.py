@@ -1,0 +1,66 @@
+"""The reference implementation in the test suite: one local SparkSession with delta-spark.
+
+This folder runs in a pytest process of its own (``make pytest`` starts it after the main
+run; ``python -m pytest tests/delta_spark`` runs it alone): a process holds one
+SparkContext, and the rest of the suite deliberately uses one *without* the Delta jars,
+because lakequery's own Spark connector must work without them. pyproject's
+``norecursedirs`` keeps a plain ``pytest`` from collecting this folder.
+
+The jars come from ``make delta-jars`` (``tests/delta_spark/jars/pom.xml`` → Maven Central →
+``.cache/delta-jars``). A missing jar fails the tests that need Spark, naming that target;
+nothing here skips.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sparkkit import delta_jars
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real local SparkSession with Spark's own Delta Lake (``local[2]``, loopback only).
+
+    Session time zone UTC; VACUUM's retention check is off so tests may vacuum with a short
+    retention; Python workers run this interpreter.
+    """
+    jars = delta_jars()
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lakequery-delta-spark-tests")
+        .config("spark.jars", ",".join(str(j) for j in jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(delta_spark: Any) -> Any:
+    """The Delta session under the suite's usual name: this process has only one context."""
+    return delta_spark
