@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
+from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
@@ -67,6 +68,9 @@ class _Reader:
             [full.field(s.physical) for s in data_specs if full.get_field_index(s.physical) >= 0]
         )
         self.present = [s.name for s in data_specs if self.phys.get_field_index(s.physical) >= 0]
+        variants = [s.name for s in data_specs if has_variant(s.delta_type)]
+        if variants:  # refuses files that shred them: the scan would drop typed_value
+            variant_files(scan, variants)
         self.out_schema = scan.output_schema
         self.filter = to_pyarrow(scan.filter) if scan.filter is not None else None
         self.pushdown: pc.Expression | None = None
@@ -180,3 +184,22 @@ def arrow_reader(scan: Scan) -> pa.RecordBatchReader:
     """The scan's rows as a streaming reader with the scan's output schema."""
     reader = _Reader(scan)
     return pa.RecordBatchReader.from_batches(reader.out_schema, reader.batches())
+
+
+class ArrowStream:
+    """The scan's rows as an Arrow C stream that can be read any number of times: each
+    ``__arrow_c_stream__`` call opens a new :func:`arrow_reader` (a RecordBatchReader is
+    spent after one read). DuckDB calls it again for every execution of a relation built
+    with ``con.from_arrow(ArrowStream(scan))``.
+
+    The first reader is opened here, so that a scan the Arrow engine refuses fails now.
+    """
+
+    def __init__(self, scan: Scan) -> None:
+        self.scan = scan
+        self._first: pa.RecordBatchReader | None = arrow_reader(scan)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        reader: Any = self._first if self._first is not None else arrow_reader(self.scan)
+        self._first = None
+        return reader.__arrow_c_stream__(requested_schema)

@@ -30,22 +30,14 @@ from lakequery.engines.layout import (
     hive_layout,
 )
 from lakequery.engines.nested import duckdb_relabel, has_struct
-from lakequery.engines.sql_types import duckdb_type, literal, quote_ident, quote_str
+from lakequery.engines.sql_types import duckdb_type, glob_literal, literal, quote_ident, quote_str
+from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
-
-
-def glob_literal(path: str) -> str:
-    """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
-    one-character classes); the ``filename`` column still reports the plain path."""
-    return path.translate(_GLOB_ESCAPES)
-
-
-_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
 
 
 def _norm(type_name: str) -> str:
@@ -110,7 +102,8 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
         return True
     fingerprint = (
         "string_agg(name || ':' || coalesce(type, '') || ':' || coalesce(logical_type, '') "
-        "|| ':' || coalesce(CAST(num_children AS VARCHAR), ''), ',' ORDER BY name)"
+        "|| ':' || coalesce(CAST(num_children AS VARCHAR), '') || ':' || coalesce(duckdb_type, ''), "
+        "',' ORDER BY name)"
     )
     try:
         rows = con.sql(
@@ -313,6 +306,18 @@ def _branches(
     return out
 
 
+def _annotated_variants(
+    scan: Scan, specs: list[ColumnSpec], con: duckdb.DuckDBPyConnection
+) -> bool:
+    """Whether the scan reads a variant column and a planned file marks a group with
+    Parquet's VARIANT logical type (see :mod:`lakequery.engines.variant_files`)."""
+    names = [s.name for s in specs if not s.partition and has_variant(s.delta_type)]
+    if not names:
+        return False
+    files = variant_files(scan, names, con)
+    return files is not None and files.annotated
+
+
 def duckdb_relation(
     scan: Scan, con: duckdb.DuckDBPyConnection | None = None, *, row_ids: bool = False
 ) -> duckdb.DuckDBPyRelation:
@@ -329,8 +334,19 @@ def duckdb_relation(
     plan = scan.plan()
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
+    specs = column_specs(scan)
+    if _annotated_variants(scan, specs, con):
+        if row_ids:
+            raise UnsupportedFeatureError(  # only DML asks, and it cannot write variants
+                "variantType",
+                operation="write",
+                detail="row positions in files with Parquet VARIANT groups",
+            )
+        from lakequery.engines.arrow import ArrowStream
+
+        # DuckDB would decode the VARIANT groups and cannot give back their stored bytes
+        return con.from_arrow(ArrowStream(scan))
     builder = _Builder(scan, con, row_ids)
-    specs = builder.specs
     partition_names = [s.name for s in specs if s.partition]
     groups = file_groups(plan, partition_names)
     out_cols = ", ".join(quote_ident(c) for c in scan.columns)

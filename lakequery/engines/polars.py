@@ -27,6 +27,7 @@ from lakequery.engines.layout import (
     require_local_files,
 )
 from lakequery.engines.nested import PolarsRelabelError, has_struct, polars_can_relabel
+from lakequery.engines.variant_files import variant_files
 from lakequery.errors import DeletionVectorError
 from lakequery.protocol.column_mapping import physical_schema
 from lakequery.protocol.predicates import to_polars
@@ -257,12 +258,22 @@ def _is_number(t: DeltaType) -> bool:
 _NUMBERS = frozenset({"byte", "short", "integer", "long", "float", "double"})
 
 
+def _annotated_variants(scan: Scan, specs: list[ColumnSpec]) -> bool:
+    """Whether a planned file marks a group with Parquet's VARIANT logical type: Polars
+    cannot parse such a footer, whichever columns are read (a file that shreds a variant
+    the scan reads is refused; Polars' scan would drop the shredded part)."""
+    files = variant_files(scan, [s.name for s in specs if not s.partition])
+    return files is not None and files.annotated
+
+
 def polars_frame(scan: Scan) -> pl.LazyFrame:
     """Builds the scan's LazyFrame.
 
     Lazy over ``pl.scan_parquet`` except for the rare columns Polars cannot cast or
     relabel while scanning (type-widened decimals or dates, maps of structs under column
-    mapping): those scans are read through the Arrow engine and wrapped.
+    mapping) and for files whose footers Polars cannot parse (variants annotated with
+    Parquet's VARIANT logical type): those scans are read through the Arrow engine and
+    wrapped.
     """
     plan = scan.plan()
     require_local_files(scan)
@@ -271,7 +282,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     changes = type_changes(snap.metadata.schema)
     deletions = _deletions(scan)
     native = all(_native(s, snap.column_mapping_mode, changes) for s in specs)
-    if not native or (deletions and not _HAS_DELETION_HOOK):
+    if not native or (deletions and not _HAS_DELETION_HOOK) or _annotated_variants(scan, specs):
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])
     if not groups:

@@ -17,7 +17,7 @@ from lakequery.protocol.predicate_sql import quote_identifier as quote_ident
 from lakequery.protocol.predicate_sql import quote_string as quote_str
 from lakequery.protocol.predicate_sql import sql_literal
 
-__all__ = ["duckdb_type", "literal", "quote_ident", "quote_str"]
+__all__ = ["duckdb_type", "glob_literal", "literal", "quote_ident", "quote_str"]
 
 
 def duckdb_type(t: pa.DataType) -> str:
@@ -37,3 +37,12 @@ def duckdb_type(t: pa.DataType) -> str:
 def literal(value: Any, t: pa.DataType) -> str:
     """A typed DuckDB literal for a Python value of Arrow type ``t`` (NULL when None)."""
     return sql_literal(Literal(value, t))
+
+
+def glob_literal(path: str) -> str:
+    """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
+    one-character classes); the ``filename`` column still reports the plain path."""
+    return path.translate(_GLOB_ESCAPES)
+
+
+_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
