@@ -15,6 +15,7 @@ Tables are written by hand (Parquet by pyarrow or DuckDB, the ``_delta_log`` by
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from parquet_footer import annotate_variant
-from tablekit import TableKit, commit_info, protocol_action
+from tablekit import TableKit, commit_info, protocol_action, remove_action
 
 import lakequery as lq
 from lakequery.errors import UnsupportedFeatureError
@@ -78,7 +79,12 @@ def write_duckdb(root: Path, sql: str, options: str = "", **tables: pa.Table) ->
     return name
 
 
-def create_table(root: Path, fields: Sequence[dict[str, Any]], features: Sequence[str]) -> TableKit:
+def create_table(
+    root: Path,
+    fields: Sequence[dict[str, Any]],
+    features: Sequence[str],
+    configuration: dict[str, str] | None = None,
+) -> TableKit:
     """Commit 0: protocol (reader 3 / writer 7 with ``features``) and metaData."""
     kit = TableKit(root)
     metadata = {
@@ -87,7 +93,7 @@ def create_table(root: Path, fields: Sequence[dict[str, Any]], features: Sequenc
             "format": {"provider": "parquet", "options": {}},
             "schemaString": json.dumps(st(*fields)),
             "partitionColumns": [],
-            "configuration": {},
+            "configuration": configuration or {},
             "createdTime": 1_700_000_000_000,
         }
     }
@@ -97,8 +103,10 @@ def create_table(root: Path, fields: Sequence[dict[str, Any]], features: Sequenc
     return kit
 
 
-def add_files(kit: TableKit, names: Sequence[str]) -> None:
-    adds = []
+def add_files(kit: TableKit, names: Sequence[str], remove: Sequence[str] = ()) -> None:
+    adds = [
+        remove_action({"path": name, "size": (kit.root / name).stat().st_size}) for name in remove
+    ]
     for name in names:
         stat = (kit.root / name).stat()
         rows = pq.ParquetFile(kit.root / name).metadata.num_rows
@@ -615,3 +623,77 @@ def test_shredded_variant_not_read_is_no_obstacle(shredded: dict[str, str], engi
     elif isinstance(result, pa.RecordBatchReader):
         result = result.read_all()
     assert result.to_pylist() == [{"id": 1}]
+
+
+# --------------------------------------------------------------------------------------------
+# both under column mapping (files hold physical names)
+# --------------------------------------------------------------------------------------------
+
+
+def _mapped(field: dict[str, Any], ident: int) -> dict[str, Any]:
+    physical = f"col-{ident}-{field['name']}"
+    metadata = {
+        **field["metadata"],
+        "delta.columnMapping.id": ident,
+        "delta.columnMapping.physicalName": physical,
+    }
+    return {**field, "metadata": metadata}
+
+
+def test_widened_maps_and_variants_under_column_mapping(tmp_path: Path) -> None:
+    """Struct fields at every depth carry physical names; the relabelling and the list form
+    of widened maps (Polars), and the variant footer check, work on physical names."""
+    inner = _mapped(
+        fld(
+            "inner",
+            mp("long", "double"),
+            change("byte", "long", "key"),
+            change("float", "double", "value"),
+        ),
+        4,
+    )
+    v = _mapped(fld("v", "variant"), 6)
+    fields = [
+        _mapped(fld("id", "long"), 1),
+        _mapped(fld("mk", mp("long", "long"), change("integer", "long", "key")), 2),
+        _mapped(fld("sm", st(inner)), 3),
+        _mapped(fld("s", st(v)), 5),
+    ]
+    config = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "6"}
+    kit = create_table(
+        tmp_path / "t", fields, ["columnMapping", "typeWidening", "variantType"], config
+    )
+    schema = pa.schema(
+        [
+            ("col-1-id", pa.int64()),
+            ("col-2-mk", _map(pa.int32(), pa.int64())),
+            ("col-3-sm", pa.struct([("col-4-inner", _map(pa.int8(), pa.float32()))])),
+            ("col-5-s", pa.struct([("col-6-v", PARQUET_VARIANT)])),
+        ]
+    )
+    rows: list[dict[str, Any]] = [
+        {"id": 1, "mk": [(7, 2**40)], "sm": {"inner": [(-3, 0.5)]}, "s": {"v": INT8_5}},
+        {"id": 2, "mk": None, "sm": {"inner": None}, "s": {"v": None}},
+        {"id": 3, "mk": [], "sm": None, "s": {"v": OBJECT_B1_A2}},
+    ]
+    physical = [
+        {
+            "col-1-id": r["id"],
+            "col-2-mk": r["mk"],
+            "col-3-sm": None if r["sm"] is None else {"col-4-inner": r["sm"]["inner"]},
+            "col-5-s": {"col-6-v": r["s"]["v"]},
+        }
+        for r in rows
+    ]
+    name = write_pyarrow(kit.root, pa.Table.from_pylist(physical, schema))
+    add_files(kit, [name])
+    scan = lq.DeltaTable(kit.uri).snapshot().scan(columns=["id", "mk", "sm"])
+    assert_engines(scan, [{c: r[c] for c in ("id", "mk", "sm")} for r in rows])
+    assert scanned_natively_by_polars(scan.to_polars())
+    # the same rows again, now with the variant group annotated (a new file: data files
+    # never change in place)
+    annotated = f"part-{uuid.uuid4()}.parquet"
+    shutil.copyfile(kit.root / name, kit.root / annotated)
+    annotate_variant(kit.root / annotated, [("col-5-s", "col-6-v")])
+    add_files(kit, [annotated], remove=[name])
+    assert_engines(lq.DeltaTable(kit.uri).snapshot().scan(), rows)
