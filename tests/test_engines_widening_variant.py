@@ -697,3 +697,36 @@ def test_widened_maps_and_variants_under_column_mapping(tmp_path: Path) -> None:
     annotate_variant(kit.root / annotated, [("col-5-s", "col-6-v")])
     add_files(kit, [annotated], remove=[name])
     assert_engines(lq.DeltaTable(kit.uri).snapshot().scan(), rows)
+
+
+# --------------------------------------------------------------------------------------------
+# on object storage (the moto S3 server)
+# --------------------------------------------------------------------------------------------
+
+
+def _upload(local: str, uri: str, options: dict[str, Any]) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**options)
+    for path in Path(local).rglob("*"):
+        if path.is_file():
+            fs.put_file(str(path), f"{uri}/{path.relative_to(local).as_posix()}")
+
+
+def test_variants_on_s3(
+    variants: tuple[str, list[dict[str, Any]]],
+    shredded: dict[str, str],
+    s3_table_uri: str,
+    s3_storage_options: dict[str, Any],
+) -> None:
+    """The footer check reads through the table's storage (DuckDB's and Arrow's views)."""
+    local, rows = variants
+    _upload(local, s3_table_uri, s3_storage_options)
+    table = lq.DeltaTable(s3_table_uri, storage_options=s3_storage_options)
+    assert_engines(table.snapshot().scan(), rows)
+    shredded_uri = s3_table_uri + "-shredded"
+    _upload(shredded["spark"], shredded_uri, s3_storage_options)
+    scan = lq.DeltaTable(shredded_uri, storage_options=s3_storage_options).snapshot().scan()
+    for read in READERS.values():
+        with pytest.raises(UnsupportedFeatureError, match="variantShredding"):
+            read(scan)
