@@ -143,12 +143,24 @@ def default_column_sql(path: tuple[str, ...]) -> str:
     return ".".join(quote_identifier(p) for p in path)
 
 
-def to_duckdb_sql(expr: Expr, column_sql: Callable[[tuple[str, ...]], str] | None = None) -> str:
+def to_duckdb_sql(
+    expr: Expr,
+    column_sql: Callable[[tuple[str, ...]], str] | None = None,
+    *,
+    literal_sql: Callable[[Literal], str] = sql_literal,
+    like_pattern_sql: Callable[[str], str] = quote_string,
+) -> str:
     """Render a predicate as a DuckDB SQL boolean expression.
+
+    The other SQL dialects lakequery renders (Spark SQL, :mod:`lakequery.spark.predicate`)
+    share this structure and pass their own column, literal and LIKE-pattern forms.
 
     Args:
         expr: The (preferably bound) predicate.
         column_sql: Maps a column path to SQL; default quotes each name (``"a"."b"``).
+        literal_sql: Renders a literal (default: typed DuckDB literals).
+        like_pattern_sql: Renders a LIKE pattern (``%``/``_`` wildcards, no escape) as a
+            string literal of the dialect.
 
     Returns:
         SQL text with every compound parenthesised and literals typed.
@@ -167,7 +179,7 @@ def to_duckdb_sql(expr: Expr, column_sql: Callable[[tuple[str, ...]], str] | Non
         if isinstance(e, Column):
             return col(e.path)
         if isinstance(e, Literal):
-            return sql_literal(e)
+            return literal_sql(e)
         if isinstance(e, Compare):
             return f"({r(e.left)} {_SQL_OPS[e.op]} {r(e.right)})"
         if isinstance(e, Arith):
@@ -191,6 +203,6 @@ def to_duckdb_sql(expr: Expr, column_sql: Callable[[tuple[str, ...]], str] | Non
             if e.negated:
                 return f"(({x} < {r(e.low)}) OR ({x} > {r(e.high)}))"
             return f"(({x} >= {r(e.low)}) AND ({x} <= {r(e.high)}))"
-        return f"({r(e.operand)}{neg} LIKE {quote_string(e.pattern)})"
+        return f"({r(e.operand)}{neg} LIKE {like_pattern_sql(e.pattern)})"
 
     return r(expr)
