@@ -37,6 +37,7 @@ from lakequery.errors import (
     RetentionError,
     SchemaError,
     SchemaMismatchError,
+    SparkWorkerError,
     StorageError,
     TableAlreadyExistsError,
     TableNotFoundError,

@@ -361,6 +361,27 @@ class RestoreError(LakeQueryError):
         super().__init__(f"cannot restore {uri!r} to version {version}: {detail}")
 
 
+class SparkWorkerError(LakeQueryError, RuntimeError):
+    """Spark's Python workers cannot run lakequery (raised before any job starts).
+
+    Attributes:
+        python: the Python executable the workers run.
+        missing: the modules it cannot import (empty when it could not be asked).
+    """
+
+    def __init__(self, python: str, missing: list[str], reason: str = "") -> None:
+        self.python = python
+        self.missing = missing
+        problem = reason or f"cannot import {', '.join(missing)}"
+        super().__init__(
+            f"Spark's Python workers run {python!r}, which {problem}. Point them at a Python "
+            "that has lakequery and pyarrow installed: set the PYSPARK_PYTHON environment "
+            "variable before the SparkSession starts (with spark-submit or on a cluster: "
+            "spark.pyspark.python, or spark.executorEnv.PYSPARK_PYTHON), or install "
+            "lakequery into that Python"
+        )
+
+
 __all__ = [
     "AppendOnlyError",
     "CommitConflictError",
@@ -386,6 +407,7 @@ __all__ = [
     "RetentionError",
     "SchemaError",
     "SchemaMismatchError",
+    "SparkWorkerError",
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",

@@ -10,7 +10,8 @@ commits one transaction.
 - :func:`write` -- a DataFrame into a Delta table (append, overwrite, replace where, ...).
 - :func:`register` -- the ``lakequery`` Python data source:
   ``spark.read.format("lakequery").load(uri)``, ``df.write.format("lakequery").save(uri)``.
-- :func:`check_workers` -- fail fast when the Python workers cannot import lakequery.
+- :func:`ensure_workers` -- fail fast when the Python workers cannot import lakequery
+  (every entry point calls it; in local mode it points the workers at this interpreter).
 
 Nothing in lakequery's core imports pyspark; importing this package does not either
 (pyspark is imported by the functions that need it).
@@ -18,6 +19,8 @@ Nothing in lakequery's core imports pyspark; importing this package does not eit
 
 from __future__ import annotations
 
+from lakequery.spark.reading import read, scan_frame
+from lakequery.spark.workers import ensure_workers
 from lakequery.spark.writing import (
     ADD_ACTION_DDL,
     arrow_schema_of,
@@ -30,6 +33,9 @@ __all__ = [
     "ADD_ACTION_DDL",
     "arrow_schema_of",
     "collect_add_actions",
+    "ensure_workers",
     "executor_function",
+    "read",
+    "scan_frame",
     "write",
 ]

@@ -211,9 +211,10 @@ class Deletions:
 
 
 def _key_schema(shifts: tuple[int, int] | None) -> pa.Schema:
+    fields: list[pa.Field[Any]] = [pa.field("__lq_key", pa.int64())]
     if shifts is None:
-        return pa.schema([pa.field("__lq_file", pa.string()), pa.field("__lq_row", pa.int64())])
-    return pa.schema([pa.field("__lq_key", pa.int64())])
+        fields = [pa.field("__lq_file", pa.string()), pa.field("__lq_row", pa.int64())]
+    return pa.schema(fields)
 
 
 def _executor_keys(
@@ -252,7 +253,7 @@ def deleted_keys(
             positions = to_numpy(bitmap).astype(np.int64, copy=False)
             if shifts is not None:
                 size_shift, row_shift = shifts
-                offset = (int(size) << size_shift) + int(bucket)
+                offset = (int(size or 0) << size_shift) + int(bucket or 0)
                 keys = (positions << np.int64(row_shift)) + np.int64(offset)
                 yield pa.record_batch([pa.array(keys, pa.int64())], schema=schema)
             else:

@@ -39,6 +39,14 @@ import pyarrow.compute as pc
 
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup, column_specs, file_groups, hive_layout
+from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
+from lakequery.protocol.schema import (
+    DecimalType,
+    TypeChange,
+    parse_type,
+    type_changes,
+    type_to_json,
+)
 from lakequery.spark.deletions import Deletions, spark_file_names, spark_path
 from lakequery.spark.predicate import quote_identifier, to_spark_sql
 from lakequery.spark.schema import is_void, physical_schema, spark_type
@@ -67,7 +75,7 @@ def read(
 
     Args:
         spark: The session to read with. Its Python workers need lakequery and pyarrow
-            (checked once per session, see :func:`lakequery.spark.check_workers`).
+            (checked once per session, see :func:`lakequery.spark.ensure_workers`).
         uri: The table location: a local path, ``file://``, or ``s3://`` (read by Spark
             as ``s3a://``: the session needs ``hadoop-aws`` and its ``fs.s3a.*`` settings;
             ``storage_options`` are lakequery's own, for the log and DV files).
@@ -104,18 +112,69 @@ def scan_frame(spark: SparkSession, scan: Scan) -> DataFrame:
         schema = snap.metadata.schema
         fields = [StructField(n, spark_type(schema[n].type), True) for n in scan.columns]
         return spark.createDataFrame([], StructType(fields))
-    frame = _Frame(spark, scan)
     has_dv = np.asarray(dv_mask(plan).to_numpy(zero_copy_only=False), dtype=bool)
+    deletions = Deletions(spark, _subset(plan, has_dv), snap.storage) if has_dv.any() else None
     parts: list[DataFrame] = []
-    if not has_dv.all():
-        parts.append(frame.read(_subset(plan, ~has_dv), None))
-    if has_dv.any():
-        dv_plan = _subset(plan, has_dv)
-        parts.append(frame.read(dv_plan, Deletions(spark, dv_plan, snap.storage)))
+    for overrides, in_group in _file_type_groups(scan, plan):
+        frame = _Frame(spark, scan, overrides)
+        if (in_group & ~has_dv).any():
+            parts.append(frame.read(_subset(plan, in_group & ~has_dv), None))
+        if (in_group & has_dv).any():
+            parts.append(frame.read(_subset(plan, in_group & has_dv), deletions))
     df = functools.reduce(lambda a, b: a.unionByName(b), parts)
     if scan.filter is not None:
         df = df.where(to_spark_sql(scan.filter))
     return df.select(*[quote_identifier(c) for c in scan.columns])
+
+
+def _spark_widens(change: TypeChange) -> bool:
+    """Whether Spark's Parquet reader reads files of the old type as the new one: it does
+    every widening the protocol allows except byte/short to a decimal of fewer than 10
+    integer digits (measured with Spark 4.1)."""
+    old, new = change.from_type, change.to_type
+    return not (isinstance(new, DecimalType) and getattr(old, "name", "") in ("byte", "short"))
+
+
+def _file_type_groups(scan: Scan, plan: ScanPlan) -> list[tuple[dict[str, Any], Any]]:
+    """The planned files grouped by the stored types of the columns Spark cannot widen
+    (one footer read per file, only on tables with such type changes): each group is
+    read with those columns in their stored type and cast to the table type."""
+    everything = np.ones(plan.num_files, dtype=bool)
+    snap = scan.snapshot
+    specs = {s.name: s for s in column_specs(scan) if not s.partition}
+    columns: list[str] = []
+    for change in type_changes(snap.metadata.schema):
+        if _spark_widens(change) or change.path[0] not in specs:
+            continue
+        if len(change.path) > 1 or change.field_path:
+            raise UnsupportedFeatureError(
+                "typeWidening",
+                detail=f"Spark's Parquet reader cannot read {type_to_json(change.from_type)} as "
+                f"{type_to_json(change.to_type)} inside {'.'.join(change.path)}",
+            )
+        columns.append(change.path[0])
+    if not columns:
+        return [({}, everything)]
+    from lakequery.parquet_footers import footer_schemas
+    from lakequery.protocol.schema import from_arrow_type
+
+    paths = [str(p) for p in plan.files.column("path").to_pylist()]
+    keys: list[tuple[Any, ...]] = []
+    for schema in footer_schemas(snap.storage, paths):
+        stored = [
+            schema.field(specs[n].physical).type if specs[n].physical in schema.names else None
+            for n in columns
+        ]
+        keys.append(tuple(None if t is None else type_to_json(from_arrow_type(t)) for t in stored))
+    groups = []
+    for key in sorted(set(keys), key=repr):
+        overrides = {
+            specs[n].physical: spark_type(parse_type(t))
+            for n, t in zip(columns, key, strict=True)
+            if t is not None
+        }
+        groups.append((overrides, np.fromiter((k == key for k in keys), dtype=np.bool_)))
+    return groups
 
 
 def _subset(plan: ScanPlan, mask: Any) -> ScanPlan:
@@ -125,22 +184,39 @@ def _subset(plan: ScanPlan, mask: Any) -> ScanPlan:
     return ScanPlan(plan.files.filter(keep), plan.total_files, plan.locations.filter(keep))
 
 
+def _parquet(reader: Any, locations: Sequence[str]) -> DataFrame:
+    """``reader.parquet`` of the locations; a missing file is lakequery's error."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        df: DataFrame = reader.parquet(*[spark_path(loc) for loc in locations])
+    except AnalysisException as exc:
+        if exc.getCondition() != "PATH_NOT_FOUND":
+            raise
+        missing = next((loc for loc in locations if spark_path(loc) in str(exc)), locations[0])
+        raise ObjectNotFoundError(missing, "read data file") from exc
+    return df
+
+
 class _Frame:
     """Builds the DataFrame of a set of planned files: physical columns read by Spark,
     deleted rows removed, renamed to logical columns, partition values added."""
 
-    def __init__(self, spark: SparkSession, scan: Scan) -> None:
+    def __init__(self, spark: SparkSession, scan: Scan, overrides: Mapping[str, Any]) -> None:
         self.spark = spark
         self.scan = scan
         snap = scan.snapshot
         self.specs = column_specs(scan)
         self.partitions = [s.name for s in self.specs if s.partition]
-        self.physical = physical_schema(
+        physical = physical_schema(
             snap.metadata.schema,
             snap.column_mapping_mode,
             [s.name for s in self.specs if not s.partition],
             exclude=snap.partition_columns,
         )
+        for field in physical.fields:  # stored types that Spark cannot widen itself
+            field.dataType = overrides.get(field.name, field.dataType)
+        self.physical = physical
 
     def read(self, plan: ScanPlan, deletions: Deletions | None) -> DataFrame:
         """The plan's rows with logical columns (partition values included)."""
@@ -200,9 +276,9 @@ class _Frame:
         if base_path is not None:
             reader = reader.option("basePath", base_path)
         if deletions is None:
-            return reader.parquet(*[spark_path(loc) for loc in locations])
+            return _parquet(reader, locations)
         scans = [
-            deletions.apply(reader.parquet(*[spark_path(loc) for loc in bucket]), number)
+            deletions.apply(_parquet(reader, bucket), number)
             for number, bucket in deletions.buckets(locations)
         ]
         return functools.reduce(lambda a, b: a.unionByName(b), scans)

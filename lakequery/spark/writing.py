@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakequery import errors
+from lakequery.spark.workers import ensure_workers
 from lakequery.writer.add_actions import (
     ADD_ACTION_SCHEMA,
     add_actions_from_arrow,
@@ -197,6 +198,7 @@ def write(
         ConstraintViolationError: A row breaks a constraint or the overwrite predicate.
         CommitConflictError: A concurrent commit conflicts.
     """
+    ensure_workers(df.sparkSession)
     plan = plan_write(
         uri,
         arrow_schema_of(df, nullable=True),
