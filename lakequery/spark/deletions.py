@@ -179,7 +179,8 @@ class Deletions:
         fn = functools.partial(
             _executor_keys, root=storage.root, storage_options=storage.options, shifts=shifts
         )
-        self.rows = frame.repartition(tasks).mapInArrow(fn, ddl)
+        # a hint, or Spark's size estimate of the mapInArrow output would broadcast it
+        self.rows = frame.repartition(tasks).mapInArrow(fn, ddl).hint("shuffle_hash")
 
     def buckets(self, locations: Sequence[str]) -> list[tuple[int, list[str]]]:
         """``locations`` (some of the planned DV files) split into the groups that must be
