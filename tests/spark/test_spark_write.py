@@ -11,8 +11,6 @@ import pyarrow as pa
 import pytest
 
 import lakequery as lq
-
-pytest.importorskip("pyspark")
 import lakequery.spark as lqs
 from lakequery.writer.add_actions import add_actions_from_arrow
 
