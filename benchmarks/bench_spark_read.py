@@ -1,0 +1,171 @@
+"""Spark read benchmark: ``lakequery.spark.read`` against Spark's own Parquet reader, with
+and without deletion vectors, and the ``lakequery`` Python data source (read and write).
+
+One table of ``--rows`` rows in ``--files`` files (``id``, ``a`` int, ``b`` double, ``s``
+string) is written once by lakequery (cached under ``benchmarks/data``), copied, and ~1%
+of the copy's rows are deleted with deletion vectors (``id % 100 = 7``). All timings run in
+one Spark session (``local[2]``; its start-up is excluded), alternating the contenders,
+and report the best and the median of ``--repeat`` runs of ``SELECT sum(a), avg(b)``:
+
+- ``spark.read.parquet`` of the plain table's data files (no Delta log at all);
+- ``lakequery.spark.read`` of the plain table (snapshot + planning on the driver included);
+- ``lakequery.spark.read`` of the DV table (DVs loaded and anti-joined);
+- ``spark.read.format("lakequery")`` of both (rows pass through Python workers);
+- writes of the same ``--rows`` generated rows: ``df.write.parquet`` against
+  ``df.write.format("lakequery")`` and ``lakequery.spark.write``.
+
+CLI::
+
+    python -m benchmarks.bench_spark_read                  # 10M rows, 16 files, best of 5
+    python -m benchmarks.bench_spark_read --rows 1000000 --repeat 3 --skip-writes
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.bench_spark_write import COLUMNS, make_session
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def build_tables(rows: int, files: int) -> tuple[str, str]:
+    """(plain table, DV table) of ``rows`` rows in ``files`` files, cached by size."""
+    import lakequery as lq
+
+    root = DATA / f"spark_read_{rows}_{files}"
+    plain, dv = root / "plain", root / "dv"
+    if (dv / "_delta_log").is_dir():
+        return str(plain), str(dv)
+    shutil.rmtree(root, ignore_errors=True)
+    rng = np.random.default_rng(0)
+    per = rows // files
+    for i in range(files):
+        ids = np.arange(i * per, (i + 1) * per)
+        table = pa.table(
+            {
+                "id": ids,
+                "a": rng.integers(0, 1000, per, dtype=np.int32),
+                "b": rng.random(per),
+                "s": pa.array(np.char.add("k", (ids % 1000).astype(str))),
+            }
+        )
+        lq.write(str(plain), table, mode="append")
+    shutil.copytree(plain, dv)
+    lq.DeltaTable(str(dv)).delete("id % 100 = 7")
+    return str(plain), str(dv)
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def run(rows: int, files: int, repeat: int, writes: bool) -> list[tuple[str, list[float]]]:
+    from pyspark.sql import functions as F
+
+    import lakequery as lq
+    import lakequery.spark as lqs
+
+    spark = make_session("local[2]", "6g")
+    plain, dv = build_tables(rows, files)
+    locations = lq.DeltaTable(plain).snapshot().scan().plan().location_list
+    has_source = hasattr(lqs, "register")
+    if has_source:
+        lqs.register(spark)
+
+    def agg(df: Any) -> Any:
+        return df.agg(F.sum("a"), F.avg("b")).collect()
+
+    contenders: list[tuple[str, Callable[[], Any]]] = [
+        ("spark.read.parquet (files)", lambda: agg(spark.read.parquet(*locations))),
+        ("lakequery.spark.read", lambda: agg(lqs.read(spark, plain))),
+        ("lakequery.spark.read, 1% DV", lambda: agg(lqs.read(spark, dv))),
+    ]
+    if has_source:
+        contenders += [
+            ('format("lakequery")', lambda: agg(spark.read.format("lakequery").load(plain))),
+            ('format("lakequery"), 1% DV', lambda: agg(spark.read.format("lakequery").load(dv))),
+        ]
+    results: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    for _name, fn in contenders:  # warm-up: JIT, Python workers, page cache
+        fn()
+    for _ in range(repeat):
+        for name, fn in contenders:
+            results[name] += timed(fn, 1)
+    if writes:
+        source = spark.range(0, rows, 1, 8).selectExpr(*COLUMNS)
+        scratch = Path(tempfile.mkdtemp(prefix="lq-spark-bench-"))
+        count = iter(range(10**6))
+
+        def target() -> str:
+            return str(scratch / f"t{next(count)}")
+
+        writers: list[tuple[str, Callable[[], Any]]] = [
+            (
+                "df.write.parquet (zstd)",
+                lambda: source.write.option("compression", "zstd").parquet(target()),
+            ),
+            ("lakequery.spark.write", lambda: lqs.write(source, target())),
+        ]
+        if has_source:
+            writers.append(
+                (
+                    'df.write.format("lakequery")',
+                    lambda: source.write.format("lakequery").save(target()),
+                )
+            )
+        for name, _ in writers:
+            results[name] = []
+        for _ in range(max(1, repeat // 2)):
+            for name, fn in writers:
+                results[name] += timed(fn, 1)
+        shutil.rmtree(scratch, ignore_errors=True)
+    spark.stop()
+    return list(results.items())
+
+
+def report(results: list[tuple[str, list[float]]]) -> str:
+    best = {name: min(ts) for name, ts in results}
+    lines = ["| contender | best s | median s | best ratio |", "|---|---|---|---|"]
+    bases = {
+        "lakequery.spark.read": "spark.read.parquet (files)",
+        "lakequery.spark.read, 1% DV": "lakequery.spark.read",
+        'format("lakequery")': "lakequery.spark.read",
+        'format("lakequery"), 1% DV': "lakequery.spark.read, 1% DV",
+        "lakequery.spark.write": "df.write.parquet (zstd)",
+        'df.write.format("lakequery")': "df.write.parquet (zstd)",
+    }
+    for name, ts in results:
+        base = bases.get(name)
+        ratio = f"{best[name] / best[base]:.2f}x {base}" if base in best else ""
+        lines.append(f"| {name} | {min(ts):.3f} | {statistics.median(ts):.3f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-writes", action="store_true")
+    args = parser.parse_args()
+    print(report(run(args.rows, args.files, args.repeat, not args.skip_writes)))
+
+
+if __name__ == "__main__":
+    main()
