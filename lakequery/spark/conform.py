@@ -1,0 +1,76 @@
+"""Arrow batches cast to exactly the Arrow types Spark expects for a schema.
+
+Spark checks the batches a Python data source returns strictly against the Arrow form of
+the DataFrame's schema (``pyspark.sql.pandas.types.to_arrow_schema``): list elements are
+named ``element``, map entries ``key``/``value``, a variant is ``struct<value, metadata>``
+(lakequery reads ``struct<metadata, value>``), ``void`` is Arrow's ``null`` and the
+nullability flags must match. :func:`conform_batch` rebuilds a batch with that schema,
+matching struct fields by name and casting leaves, without changing a value.
+
+Example:
+    >>> import pyarrow as pa
+    >>> batch = pa.record_batch({"v": pa.array([{"metadata": b"m", "value": b"v"}])})
+    >>> target = pa.schema([("v", pa.struct([("value", pa.binary()), ("metadata", pa.binary())]))])
+    >>> conform_batch(batch, target).column(0).to_pylist()
+    [{'value': b'v', 'metadata': b'm'}]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+
+def conform_array(arr: pa.Array[Any], target: pa.DataType) -> pa.Array[Any]:
+    """``arr`` with exactly the Arrow type ``target`` (field names, order and flags as
+    Spark expects them), values unchanged; struct fields are matched by name."""
+    src: Any = arr.type
+    to: Any = target
+    a: Any = arr  # pyarrow's stubs type the nested arrays' builders too narrowly
+    out: pa.Array[Any]
+    if src == to:
+        out = a
+    elif pa.types.is_null(to) or pa.types.is_null(src):
+        out = _nulls(len(a), to)
+    elif pa.types.is_struct(to) and pa.types.is_struct(src):
+        children = a.flatten()
+        by_name = {src.field(i).name: children[i] for i in range(src.num_fields)}
+        fields = [to.field(i) for i in range(to.num_fields)]
+        out = pa.StructArray.from_arrays(
+            [conform_array(by_name[f.name], f.type) for f in fields], fields=fields, mask=_mask(a)
+        )
+    elif pa.types.is_list(to) and (pa.types.is_list(src) or pa.types.is_large_list(src)):
+        values = conform_array(a.values, to.value_type)
+        build: Any = pa.ListArray.from_arrays
+        out = build(a.offsets.cast(pa.int32()), values, type=to, mask=_mask(a))
+    elif pa.types.is_map(to) and pa.types.is_map(src):
+        keys = conform_array(a.keys, to.key_type)
+        items = conform_array(a.items, to.item_type)
+        build = pa.MapArray.from_arrays
+        out = build(a.offsets, keys, items, type=to, mask=_mask(a))
+    else:
+        out = a.cast(to)
+    return out
+
+
+def _mask(arr: Any) -> Any:
+    """The array's nulls as a mask (None without nulls)."""
+    return arr.is_null() if arr.null_count else None
+
+
+def _nulls(n: int, t: Any) -> pa.Array[Any]:
+    make: Any = pa.nulls
+    out: pa.Array[Any] = make(n, t)
+    return out
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` (columns in ``target``'s order) with exactly ``target``'s schema."""
+    if batch.schema == target:
+        return batch
+    arrays = [conform_array(batch.column(i), f.type) for i, f in enumerate(target)]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+__all__ = ["conform_array", "conform_batch"]
