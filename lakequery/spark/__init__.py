@@ -19,6 +19,7 @@ Nothing in lakequery's core imports pyspark; importing this package does not eit
 
 from __future__ import annotations
 
+from lakequery.spark.datasource import lakequery_errors, register
 from lakequery.spark.reading import read, scan_frame
 from lakequery.spark.workers import ensure_workers
 from lakequery.spark.writing import (
@@ -35,7 +36,9 @@ __all__ = [
     "collect_add_actions",
     "ensure_workers",
     "executor_function",
+    "lakequery_errors",
     "read",
+    "register",
     "scan_frame",
     "write",
 ]
