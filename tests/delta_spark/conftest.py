@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from lq_tables import BUILDERS
 from sparkkit import delta_jars
 
 
@@ -53,11 +54,30 @@ def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        # tiny tables: rebuilding a snapshot's state in 50 shuffle partitions (the default)
+        # dominates each read
+        .config("spark.databricks.delta.snapshotPartitions", "2")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], str]:
+    """Builds a kind of lakequery table (``lq_tables.BUILDERS``) once per session; returns
+    its location. Tests that change a table copy it first (:func:`sparkkit.copy_table`)."""
+    built: dict[str, str] = {}
+
+    def get(name: str) -> str:
+        if name not in built:
+            uri = str(tmp_path_factory.mktemp("lq") / name)
+            BUILDERS[name](uri)
+            built[name] = uri
+        return built[name]
+
+    return get
 
 
 @pytest.fixture(scope="session")

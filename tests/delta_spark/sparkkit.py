@@ -3,9 +3,21 @@ Spark-Delta and lakequery are compared."""
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+import shutil
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import duckdb
+import pyarrow as pa
 import pytest
+
+import lakequery as lq
+from lakequery.log_segment import list_log
+from lakequery.protocol.log_files import earliest_version
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where ``make delta-jars`` puts delta-spark and its runtime dependencies.
@@ -30,3 +42,112 @@ def delta_jars() -> list[Path]:
             pytrace=False,
         )
     return jars
+
+
+# --------------------------------------------------------------------------------------------
+# comparing rows
+# --------------------------------------------------------------------------------------------
+
+
+def _norm(v: Any) -> Any:
+    """A value in a form that compares equal across the two readers' Arrow types."""
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else v
+    if isinstance(v, dt.datetime):
+        return v.astimezone(dt.timezone.utc) if v.tzinfo else v
+    if isinstance(v, dict):
+        return tuple(sorted((k, _norm(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):  # a map's entries
+            return ("map", tuple(sorted(((_norm(k), _norm(x)) for k, x in v), key=repr)))
+        return tuple(_norm(x) for x in v)
+    return v
+
+
+def canon(table: pa.Table, columns: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """The rows of ``table`` as a sorted list of normalised tuples (a multiset)."""
+    names = list(columns) if columns is not None else table.column_names
+    out = [tuple(_norm(r[c]) for c in names) for r in table.select(names).to_pylist()]
+    return sorted(out, key=repr)
+
+
+def assert_same_rows(actual: pa.Table, expected: pa.Table, what: str) -> None:
+    """Same column names in the same order and the same multiset of rows."""
+    assert actual.column_names == expected.column_names, (
+        f"{what}: columns {actual.column_names} vs {expected.column_names}"
+    )
+    a, e = canon(actual), canon(expected)
+    if a != e:
+        extra = Counter(map(repr, a)) - Counter(map(repr, e))
+        missing = Counter(map(repr, e)) - Counter(map(repr, a))
+        raise AssertionError(
+            f"{what}: {len(a)} rows vs {len(e)} expected\n"
+            f"  missing: {list(missing.elements())[:8]}\n"
+            f"  extra:   {list(extra.elements())[:8]}"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# reading both ways
+# --------------------------------------------------------------------------------------------
+
+
+def spark_read(
+    spark: Any,
+    uri: str,
+    *,
+    version: int | None = None,
+    timestamp: str | None = None,
+    where: str | None = None,
+) -> pa.Table:
+    """Spark-Delta's read of the table (at a version or time), as Arrow."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    if timestamp is not None:
+        reader = reader.option("timestampAsOf", timestamp)
+    df = reader.load(uri)
+    if where is not None:
+        df = df.where(where)
+    out: pa.Table = df.toArrow()
+    return out
+
+
+def lq_read(uri: str, *, version: int | None = None, where: str | None = None) -> pa.Table:
+    """lakequery's own read (Arrow engine)."""
+    return lq.DeltaTable(uri).snapshot(version=version).scan(filter=where).to_arrow()
+
+
+def lq_engines(uri: str, version: int | None = None) -> dict[str, pa.Table]:
+    """The table as lakequery's Arrow, DuckDB and Polars engines read it."""
+    scan = lq.DeltaTable(uri).snapshot(version=version).scan()
+    con = duckdb.connect()
+    try:
+        return {
+            "arrow": scan.to_arrow(),
+            "duckdb": scan.to_duckdb(con).to_arrow_table(),
+            "polars": scan.to_polars().collect().to_arrow(),
+        }
+    finally:
+        con.close()
+
+
+def reconstructable_versions(uri: str) -> list[int]:
+    """Every version lakequery can rebuild from the log as it is now."""
+    storage = lq.DeltaTable(uri).storage
+    listing = list_log(storage, 0)
+    first = earliest_version(listing)
+    assert first is not None, f"{uri}: no reconstructable version"
+    last = max(c.version for c in listing.commits)
+    return list(range(first, last + 1))
+
+
+def delta_sql(spark: Any, statement: str, uri: str) -> Any:
+    """Runs ``statement`` with ``{t}`` replaced by the table's path identifier."""
+    return spark.sql(statement.format(t=f"delta.`{uri}`"))
+
+
+def copy_table(uri: str, dest: Path) -> str:
+    """A copy of a table (file times kept, so commit timestamps stay the same)."""
+    shutil.copytree(uri, dest, copy_function=shutil.copy2)
+    return str(dest)
