@@ -441,3 +441,19 @@ def test_workers_without_lakequery_fail_fast_with_a_clear_error(tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"PROBE {bare} ['lakequery', 'pyarrow']" in done.stdout
     assert "PYSPARK_PYTHON" in done.stdout and bare in done.stdout
+
+
+def test_readme_pipeline_example_runs(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's Spark pipeline (read A, transform, write B with both APIs) runs on
+    the shared session (its ``getOrCreate()`` returns it) and prints what it promises."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("### A pipeline: read table A") :]
+    block = re.search(r"```py\n(.*?)```", section, re.S)
+    assert block is not None
+    code = block.group(1)
+    promised = re.findall(r"^print\((?:.|\n)*?\)[ ]+# ([^\n]+)$", code, re.M)
+    assert len(promised) == 3
+    exec(compile(code, "README.md[Spark pipeline]", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip().splitlines() == [p.strip() for p in promised]
