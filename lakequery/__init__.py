@@ -88,6 +88,7 @@ __all__ = [
     "SchemaError",
     "SchemaMismatchError",
     "Snapshot",
+    "SparkWorkerError",
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
