@@ -95,14 +95,11 @@ straight from Arrow batches), so it suits pipelines that end in a Delta table.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-from lakequery import errors
 from lakequery.spark.datasource_options import SOURCE_NAME
+from lakequery.spark.worker_errors import lakequery_errors
 from lakequery.spark.workers import ensure_workers
-from lakequery.spark.writing import _worker_error
 
 #: The session setting that lets Spark push filters into a Python data source.
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -156,28 +153,6 @@ def _activate(spark: Any) -> None:
     jsession = getattr(spark, "_jsparkSession", None)
     if jvm is not None and jsession is not None:  # not on Spark Connect
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
-
-
-@contextlib.contextmanager
-def lakequery_errors() -> Iterator[None]:
-    """Re-raises a lakequery error that Spark reports wrapped in its own exception as
-    that lakequery class (message kept, chained to Spark's exception).
-
-    Example:
-        >>> with lakequery_errors():                          # doctest: +SKIP
-        ...     spark.read.format("lakequery").option("versionAsOf", 99).load(uri)
-        Traceback (most recent call last):
-        lakequery.errors.VersionNotFoundError: ...
-    """
-    try:
-        yield
-    except errors.LakeQueryError:
-        raise
-    except Exception as exc:
-        found = _worker_error(exc)
-        if found is None:
-            raise
-        raise found from exc
 
 
 __all__ = ["FILTER_PUSHDOWN_CONF", "SOURCE_NAME", "lakequery_errors", "register"]

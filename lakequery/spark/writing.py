@@ -27,16 +27,14 @@ Example (needs a Spark session; see the README):
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakequery import errors
+from lakequery.spark.worker_errors import lakequery_errors
 from lakequery.spark.workers import ensure_workers
 from lakequery.writer.add_actions import (
-    ADD_ACTION_SCHEMA,
     add_actions_from_arrow,
     write_batches_to_arrow,
 )
@@ -51,9 +49,6 @@ ADD_ACTION_DDL = (
     "path string, partitionValues map<string,string>, size bigint, "
     "modificationTime bigint, dataChange boolean, stats string, tags map<string,string>"
 )
-
-#: The last line of a Python traceback naming a lakequery error, as Spark reports it.
-_WORKER_ERROR = re.compile(r"^lakequery\.errors\.(\w+): ", re.MULTILINE)
 
 
 def arrow_schema_of(df: DataFrame, *, nullable: bool = False) -> pa.Schema:
@@ -129,38 +124,9 @@ def collect_add_actions(rows: DataFrame) -> list[dict[str, Any]]:
             :class:`~lakequery.errors.ConstraintViolationError`): the same class is raised
             on the driver with the worker's message, chained to Spark's exception.
     """
-    try:
-        to_arrow = getattr(rows, "toArrow", None)
-        if to_arrow is not None:
-            table: pa.Table = to_arrow()
-        else:  # PySpark < 4
-            batches = rows._collect_as_arrow()
-            table = pa.Table.from_batches(batches, schema=ADD_ACTION_SCHEMA)
-    except errors.LakeQueryError:
-        raise
-    except Exception as exc:
-        found = _worker_error(exc)
-        if found is None:
-            raise
-        raise found from exc
+    with lakequery_errors():
+        table: pa.Table = rows.toArrow()
     return add_actions_from_arrow(table)
-
-
-def _worker_error(exc: BaseException) -> errors.LakeQueryError | None:
-    """The lakequery error a Python worker raised, rebuilt from Spark's report of it."""
-    text = str(exc)
-    matches = list(_WORKER_ERROR.finditer(text))
-    if not matches:
-        return None
-    last = matches[-1]
-    cls = getattr(errors, last.group(1), None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.LakeQueryError)):
-        return None
-    message = text[last.end() :].strip()
-    # The worker's structured fields are gone: keep the class and the message.
-    err = cls.__new__(cls)
-    Exception.__init__(err, message)
-    return err
 
 
 def write(
