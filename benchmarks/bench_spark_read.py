@@ -126,7 +126,7 @@ def run(rows: int, files: int, repeat: int, writes: bool) -> list[tuple[str, lis
             writers.append(
                 (
                     'df.write.format("lakequery")',
-                    lambda: source.write.format("lakequery").save(target()),
+                    lambda: source.write.format("lakequery").mode("append").save(target()),
                 )
             )
         for name, _ in writers:
