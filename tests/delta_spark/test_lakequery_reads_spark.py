@@ -30,7 +30,7 @@ CDF = "'delta.enableChangeDataFeed' = 'true'"
 TABLES: dict[str, list[str]] = {
     "dv_dml": [
         f"CREATE TABLE {{t}} (id INT, name STRING, part STRING) USING delta "
-        f"PARTITIONED BY (part) TBLPROPERTIES ({DV}, {CDF})",
+        f"PARTITIONED BY (part) TBLPROPERTIES ({DV}, {CDF}, 'delta.enableRowTracking' = 'true')",
         "INSERT INTO {t} SELECT id, concat('n', id), IF(id % 2 = 0, 'even', 'odd') "
         "FROM range(0, 40) AS r(id)",
         "DELETE FROM {t} WHERE id % 5 = 0",
@@ -98,23 +98,6 @@ TABLES: dict[str, list[str]] = {
         "ALTER TABLE {t} RENAME COLUMN part TO `the part`",
         "INSERT INTO {t} VALUES (21, 'newer', NULL, 'mid', 8)",
     ],
-    "row_tracking": [
-        f"CREATE TABLE {{t}} (id INT, s STRING) USING delta TBLPROPERTIES "
-        f"('delta.enableRowTracking' = 'true', {DV})",
-        "INSERT INTO {t} SELECT id, concat('s', id) FROM range(0, 20) AS r(id)",
-        "INSERT INTO {t} SELECT id, concat('t', id) FROM range(20, 30) AS r(id)",
-        "UPDATE {t} SET s = 'u' WHERE id % 6 = 0",
-        "DELETE FROM {t} WHERE id > 25",
-        "OPTIMIZE {t}",
-    ],
-    "in_commit_timestamps": [
-        f"CREATE TABLE {{t}} (id INT, s STRING) USING delta TBLPROPERTIES "
-        f"('delta.enableInCommitTimestamps' = 'true', {CDF})",
-        "INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
-        "UPDATE {t} SET s = 'B' WHERE id = 2",
-        "DELETE FROM {t} WHERE id = 1",
-        "INSERT INTO {t} VALUES (4, 'd')",
-    ],
     "v2_checkpoint": [
         "CREATE TABLE {t} (id INT, s STRING, p INT) USING delta PARTITIONED BY (p) "
         "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', "
@@ -135,7 +118,7 @@ TABLES: dict[str, list[str]] = {
     ],
     "cdf": [
         f"CREATE TABLE {{t}} (id INT, v STRING, p STRING) USING delta PARTITIONED BY (p) "
-        f"TBLPROPERTIES ({CDF})",
+        f"TBLPROPERTIES ({CDF}, 'delta.enableInCommitTimestamps' = 'true')",
         "INSERT INTO {t} SELECT id, concat('v', id), IF(id < 8, 'a', 'b') "
         "FROM range(0, 16) AS r(id)",
         "UPDATE {t} SET v = 'up' WHERE id % 3 = 0",
@@ -145,10 +128,45 @@ TABLES: dict[str, list[str]] = {
         "AS s ON d.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
         "INSERT OVERWRITE {t} PARTITION (p = 'a') SELECT 50, 'over'",
     ],
+    "struct_stats_checkpoint": [
+        "CREATE TABLE {t} (id INT, ts TIMESTAMP, s STRING, day DATE) USING delta "
+        "PARTITIONED BY (day) TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.checkpoint.writeStatsAsStruct' = 'true', "
+        "'delta.checkpoint.writeStatsAsJson' = 'false', 'delta.checkpointInterval' = '2', "
+        f"{DV})",
+        "INSERT INTO {t} SELECT id, TIMESTAMP '2024-01-01 00:00:00.123456' + "
+        "make_interval(0, 0, 0, 0, 0, 0, id), concat(repeat('x', 40), id), "
+        "date_add(DATE '2024-01-01', CAST(id % 2 AS INT)) FROM range(0, 10) AS r(id)",
+        "INSERT INTO {t} VALUES (50, TIMESTAMP '2024-06-01 12:00:00.999999', "
+        "concat(repeat('y', 40), 'z'), DATE '2024-06-01')",
+        "DELETE FROM {t} WHERE id = 3",
+        "ALTER TABLE {t} RENAME COLUMN ts TO `ts 2`",
+        "INSERT INTO {t} VALUES (60, NULL, NULL, NULL)",
+    ],
+    "type_widening_numeric": [
+        "CREATE TABLE {t} (i INT, j INT, b BYTE, p SMALLINT) USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+        "INSERT INTO {t} VALUES (1, 2, 3, 4), (-5, 600000, -7, 8), (NULL, NULL, NULL, NULL)",
+        "ALTER TABLE {t} ALTER COLUMN i TYPE DOUBLE",
+        "ALTER TABLE {t} ALTER COLUMN j TYPE DECIMAL(12, 2)",
+        "ALTER TABLE {t} ALTER COLUMN b TYPE DECIMAL(12, 1)",
+        "ALTER TABLE {t} ALTER COLUMN p TYPE INT",
+        "INSERT INTO {t} VALUES (0.5, 1234567890.12, 1234.5, 100000)",
+    ],
+    "cdf_mapped": [
+        "CREATE TABLE {t} (id INT, v STRING, p STRING) USING delta PARTITIONED BY (p) "
+        f"TBLPROPERTIES ('delta.columnMapping.mode' = 'name', {CDF}, {DV})",
+        "INSERT INTO {t} SELECT id, concat('v', id), IF(id < 6, 'a', 'b') "
+        "FROM range(0, 12) AS r(id)",
+        "UPDATE {t} SET v = 'up' WHERE id % 4 = 0",
+        "DELETE FROM {t} WHERE id IN (1, 7)",
+        "MERGE INTO {t} AS d USING (SELECT id, 'm' AS v, 'b' AS p FROM range(9, 14) AS r(id)) "
+        "AS s ON d.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+    ],
 }
 
 #: Kinds written with the change data feed on from version 0.
-CDF_TABLES = ("dv_dml", "in_commit_timestamps", "cdf")
+CDF_TABLES = ("dv_dml", "cdf", "cdf_mapped")
 
 
 @pytest.fixture(scope="module")
@@ -246,13 +264,29 @@ def test_v2_checkpoint_with_sidecars(delta_spark: Any, spark_table: Callable[[st
     assert "v2Checkpoint" in latest.protocol.reader_features
 
 
+def test_row_tracking(delta_spark: Any, spark_table: Callable[[str], str]) -> None:
+    """lakequery sees Spark's row tracking: every live file has a base row id and a default
+    row commit version, and the high-water mark bounds the row ids Spark reports."""
+    uri = spark_table("dv_dml")
+    snap = lq.DeltaTable(uri).snapshot()
+    files = snap.files()
+    assert files.column("base_row_id").null_count == 0
+    assert files.column("default_row_commit_version").null_count == 0
+    df = delta_sql(delta_spark, "SELECT _metadata.row_id AS r FROM {t}", uri)
+    row_ids = [r[0] for r in df.collect()]
+    assert len(set(row_ids)) == len(row_ids) == snap.scan().to_arrow().num_rows
+    mark = json.loads(snap.domains["delta.rowTracking"])["rowIdHighWaterMark"]
+    assert max(row_ids) <= mark
+
+
 def test_in_commit_timestamps(delta_spark: Any, spark_table: Callable[[str], str]) -> None:
     """lakequery's history takes each commit's time from its in-commit timestamp, as Spark's
     DESCRIBE HISTORY does, and time travel by those times finds the same versions."""
-    uri = spark_table("in_commit_timestamps")
+    uri = spark_table("cdf")
     rows = delta_sql(delta_spark, "DESCRIBE HISTORY {t}", uri).select("version", "timestamp")
     theirs = {r[0]: r[1] for r in rows.collect()}
     dt = lq.DeltaTable(uri)
+    assert "inCommitTimestamp" in (dt.snapshot().commit_info or {})
     ours = {e.version: e.timestamp for e in dt.history()}
     assert set(ours) == set(theirs)
     for v, t in theirs.items():
@@ -294,7 +328,17 @@ FILTERS = [
     ("column_mapping", "`the part` = 'lo' AND b IS NULL"),
     ("column_mapping", "nest.p > 4"),
     ("v2_checkpoint", "p = 1 AND id > 3"),
-    ("row_tracking", "s = 'u'"),
+    ("dv_dml", "name = 'N9'"),
+    ("struct_stats_checkpoint", "`ts 2` = TIMESTAMP '2024-01-01 00:00:04.123456'"),
+    ("struct_stats_checkpoint", "`ts 2` >= TIMESTAMP '2024-06-01 12:00:00.999999'"),
+    ("struct_stats_checkpoint", f"s = '{'y' * 40}z'"),  # longer than Spark's string stats
+    ("struct_stats_checkpoint", f"s > '{'x' * 40}5'"),
+    ("struct_stats_checkpoint", "day = DATE '2024-01-02' AND id > 2"),
+    ("type_widening_numeric", "i > 0.4 AND i < 0.6"),
+    ("type_widening_numeric", "j > 600000"),
+    ("type_widening_numeric", "b < 0"),
+    ("type_widening_numeric", "p >= 8"),
+    ("cdf_mapped", "p = 'b' AND v = 'm'"),
 ]
 
 
