@@ -64,10 +64,11 @@ _SCHEME = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:)?/*")
 _EMPTY_AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):///")
 
 
-def spark_path(location: str) -> str:
+def spark_path(location: str, *, glob: bool = True) -> str:
     """The path Spark (Hadoop) reads for a storage location: ``s3://`` becomes ``s3a://``,
-    a local path gets ``file://``, and Hadoop's glob characters are escaped."""
-    escaped = _GLOB_CHARS.sub(r"\\\1", location)
+    a local path gets ``file://``, and (for paths Spark globs: the files to read, not
+    ``basePath``) Hadoop's glob characters are escaped."""
+    escaped = _GLOB_CHARS.sub(r"\\\1", location) if glob else location
     if escaped.startswith("s3://"):
         return "s3a://" + escaped[len("s3://") :]
     if escaped.startswith("/"):

@@ -239,7 +239,7 @@ class _Frame:
             StructField(n, spark_type(schema[n].type), True) for n in self.partitions
         ]
         read_schema = StructType(list(self.physical.fields) + partition_fields)
-        root = spark_path(self.scan.snapshot.storage.root)
+        root = spark_path(self.scan.snapshot.storage.root, glob=False)
         df = self._scan(plan.location_list, deletions, schema=read_schema, base_path=root)
         return self._logical(df, partition_columns=True)
 

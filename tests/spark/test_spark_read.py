@@ -457,3 +457,18 @@ def test_readme_pipeline_example_runs(spark: Any, capsys: pytest.CaptureFixture[
     assert len(promised) == 3
     exec(compile(code, "README.md[Spark pipeline]", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip().splitlines() == [p.strip() for p in promised]
+
+
+def test_hive_layout_under_a_root_with_glob_characters(spark: Any, tmp_path: Path) -> None:
+    """Plain partition values are read by Spark's partition discovery (basePath), which
+    takes the table root literally: its glob characters must not be escaped there."""
+    uri = str(tmp_path / "root [1] {a,b}")
+    t = data(300).append_column("p", pa.array([f"v{i % 3}" for i in range(300)]))
+    lq.write(uri, t, partition_by=["p"])
+    plan = lqs.read(spark, uri)._jdf.queryExecution().executedPlan().toString()
+    assert "Union" not in plan and plan.count("FileScan") == 1  # one scan, values from paths
+    same_as_lakequery(spark, uri)
+    lq.DeltaTable(uri).delete("id % 7 = 0")
+    got = same_as_lakequery(spark, uri)
+    assert {r["p"] for r in got} == {"v0", "v1", "v2"}
+    same_as_lakequery(spark, uri, filter="p = 'v1'")
