@@ -96,7 +96,6 @@ def read(
     """
     from lakequery.table import DeltaTable
 
-    ensure_workers(spark)
     table = DeltaTable(uri, storage_options=storage_options)
     scan = table.snapshot(version=version, as_of=as_of).scan(columns=columns, filter=filter)
     return scan_frame(spark, scan)
@@ -106,6 +105,7 @@ def scan_frame(spark: SparkSession, scan: Scan) -> DataFrame:
     """The rows of a planned :class:`~lakequery.Scan` as a Spark DataFrame."""
     from pyspark.sql.types import StructField, StructType
 
+    ensure_workers(spark)
     plan = scan.plan()
     snap = scan.snapshot
     if plan.num_files == 0:
