@@ -44,6 +44,7 @@ from lakequery.parquet_footers import footer_row_counts
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.change_feed import cdf_enabled
 from lakequery.txn import Transaction
+from lakequery.writer.constraints import spark_to_duckdb, table_constraints
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
 from lakequery.writer.inputs import to_reader
 from lakequery.writer.state import WriteState
@@ -90,6 +91,43 @@ def old_value_column(i: int) -> str:
 def cast_sql(expression: str, t: pa.DataType) -> str:
     """``expression`` cast to the DuckDB spelling of the column type ``t``."""
     return f"CAST(({expression}) AS {duckdb_type(t)})"
+
+
+def generation_expressions(state: WriteState) -> dict[str, str]:
+    """The written schema's generated columns: name -> generation expression in DuckDB SQL."""
+    _, generated = table_constraints(state.schema, {})
+    return {name: spark_to_duckdb(expression) for name, expression in generated.items()}
+
+
+def with_generated_values(
+    select_sql: str, schema: pa.Schema, regenerate: Mapping[str, tuple[str, str]]
+) -> str:
+    """Wraps a change-table query so that generated columns get their values computed.
+
+    A DML statement that does not give a generated column a value (UPDATE without it in
+    ``set``, a MERGE clause that neither assigns it nor finds it in the source) writes
+    the generation expression evaluated over the row's *new* values, as Spark does,
+    rather than the old value, which no longer satisfies the expression (digest §14).
+
+    Args:
+        select_sql: the query with ``__n<i>`` new-value columns in ``schema`` order.
+        schema: the written schema.
+        regenerate: column -> (generation expression, SQL condition over the query's
+            columns telling which rows to compute it for).
+    """
+    if not regenerate:
+        return select_sql
+    names = list(schema.names)
+    aliases = ", ".join(f"{new_value_column(i)} AS {quote_ident(c)}" for i, c in enumerate(names))
+    computed = []
+    for column, (expression, condition) in regenerate.items():
+        n = new_value_column(names.index(column))
+        value = cast_sql(expression, schema.field(column).type)
+        computed.append(f"CASE WHEN {condition} THEN {value} ELSE {n} END AS {n}")
+    return (
+        f"SELECT * EXCLUDE ({', '.join(quote_ident(c) for c in names)}) "
+        f"REPLACE ({', '.join(computed)}) FROM (SELECT *, {aliases} FROM ({select_sql}))"
+    )
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,11 @@ from lakequery.commands.change_set import (
     DmlMetrics,
     Statement,
     cast_sql,
+    generation_expressions,
     new_value_column,
     old_value_column,
     parses,
+    with_generated_values,
 )
 from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
@@ -377,6 +379,14 @@ class _Merge:
                 branches.append(f"WHEN {when} THEN (CASE {inner} END)")
         return f"CASE {' '.join(branches)} END"
 
+    @staticmethod
+    def _gives_value(clause: _Clause, column: str, source_columns: dict[str, str]) -> bool:
+        """Whether an update/insert clause gives ``column`` a value (from its assignments,
+        or the source's column of that name for ``*``)."""
+        if clause.assignments is None:
+            return column.lower() in source_columns
+        return column in clause.assignments
+
     def _values(self, clause: _Clause, column: str, source_columns: dict[str, str]) -> str:
         """The new value of ``column`` for a row that ``clause`` updates or inserts."""
         t_col = f"{self.t}.{quote_ident(column)}"
@@ -431,6 +441,16 @@ class _Merge:
             + old
             + f" FROM {self._join()}"
         )
+        regenerate = {}
+        for name, expression in generation_expressions(state).items():
+            ids = [
+                str(i)
+                for i, c in enumerate(clauses)
+                if c.action != "delete" and not self._gives_value(c, name, by_name)
+            ]
+            if ids:
+                regenerate[name] = (expression, f"__lq_clause IN ({', '.join(ids)})")
+        select = with_generated_values(select, schema, regenerate)
         return f"SELECT * EXCLUDE (__lq_clause) FROM ({select}) WHERE __lq_clause IS NOT NULL"
 
     def _check_duplicate_matches(self) -> None:

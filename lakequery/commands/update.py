@@ -23,7 +23,9 @@ from lakequery.commands.change_set import (
     DmlMetrics,
     Statement,
     cast_sql,
+    generation_expressions,
     new_value_column,
+    with_generated_values,
 )
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
@@ -89,10 +91,19 @@ def update(
             f"AS {new_value_column(i)}"
             for i, c in enumerate(schema.names)
         )
+        regenerate = {
+            c: (expression, "TRUE")
+            for c, expression in generation_expressions(st.state).items()
+            if c not in assignments
+        }
         st.build_change_table(
-            f"SELECT 'update' AS __lq_kind, "
-            f"{ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}, {new}{st.old_value_columns()} "
-            f"FROM {TARGET_VIEW}",
+            with_generated_values(
+                f"SELECT 'update' AS __lq_kind, "
+                f"{ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}, {new}{st.old_value_columns()} "
+                f"FROM {TARGET_VIEW}",
+                schema,
+                regenerate,
+            ),
             ", ".join(f"{c} = {e}" for c, e in assignments.items()),
         )
         return st.commit_changes(
