@@ -57,6 +57,8 @@ def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         # tiny tables: rebuilding a snapshot's state in 50 shuffle partitions (the default)
         # dominates each read
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists files in this many tasks (default 10,000: a minute per VACUUM)
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -173,7 +173,8 @@ def partition_typed(uri: str) -> None:
         )
     )
     _write(uri, data, partition_by=["day", "at", "n", "flag", "amt"])
-    _write(uri, data.slice(0, 3), mode="append")
+    more = data.slice(0, 3)
+    _write(uri, more.set_column(0, "id", pa.array([100, 101, 102], pa.int64())), mode="append")
 
 
 def schema_merge(uri: str) -> None:

@@ -1,0 +1,187 @@
+"""Spark-Delta writes on top of lakequery's tables (INSERT, DELETE, UPDATE, MERGE, OPTIMIZE,
+ZORDER, REORG PURGE, VACUUM through Spark SQL), lakequery keeps reading them with every
+engine and writing them, and Spark reads lakequery's next commits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from sparkkit import assert_same_rows, copy_table, delta_sql, lq_engines, spark_read
+
+import lakequery as lq
+from lakequery.errors import ConstraintViolationError
+
+#: lakequery tables Spark then writes to, and which Spark statements beyond INSERT, DELETE,
+#: UPDATE and MERGE run on each ("maintenance": OPTIMIZE, REORG PURGE, ZORDER, VACUUM;
+#: "columns": ADD / RENAME / DROP COLUMN; "cdf": the change feed switched on by Spark).
+KINDS: dict[str, tuple[str, ...]] = {
+    "appends": ("maintenance", "cdf"),
+    "dml_copy_on_write_partitioned": ("maintenance",),
+    "partition_awkward_strings": (),
+    "type_widening": (),
+    "cdf_dv": ("maintenance",),
+    "column_mapping_name": ("columns",),
+    "column_mapping_id": ("columns", "maintenance"),
+    "check_constraints": (),
+    "generated_columns": (),
+    "in_commit_timestamps": (),
+    "row_tracking": ("maintenance",),
+    "checkpoint_v2": ("maintenance",),
+}
+
+
+def generated_columns(uri: str) -> dict[str, str]:
+    """Columns with a generation expression, and the expression."""
+    out = {}
+    for f in lq.DeltaTable(uri).snapshot().schema:
+        meta = json.loads((f.metadata or {}).get(b"delta.metadata", b"{}"))
+        if "delta.generationExpression" in meta:
+            out[f.name] = meta["delta.generationExpression"]
+    return out
+
+
+def source_sql(offset: int, predicate: str, generated: dict[str, str]) -> str:
+    """Rows of the table matching ``predicate`` with ``offset`` added to ``id`` (generated
+    columns recomputed), as Spark SQL over ``{t}``."""
+    except_ = ", ".join(["id", *generated])
+    inner = f"SELECT id + {offset} AS id, * EXCEPT ({except_}) FROM {{t}} WHERE {predicate}"
+    extra = "".join(f", {expr} AS `{name}`" for name, expr in generated.items())
+    return f"SELECT *{extra} FROM ({inner})"
+
+
+def spark_steps(uri: str, extras: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The Spark SQL statements to run on the table and the operation each commits. New
+    ids are old ids plus a power of ten per statement, so they stay unique (MERGE needs
+    that)."""
+    generated = generated_columns(uri)
+    dvs = "deletionVectors" in (lq.DeltaTable(uri).snapshot().protocol.writer_features or ())
+    steps = []
+    if "cdf" in extras:
+        steps.append(
+            (
+                "ALTER TABLE {t} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')",
+                "SET TBLPROPERTIES",
+            )
+        )
+    if "columns" in extras:
+        steps += [
+            ("ALTER TABLE {t} ADD COLUMNS (`added by spark` STRING)", "ADD COLUMNS"),
+            ("ALTER TABLE {t} RENAME COLUMN s TO `s renamed`", "RENAME COLUMN"),
+            ("ALTER TABLE {t} DROP COLUMN i", "DROP COLUMNS"),
+        ]
+    steps += [
+        ("ALTER TABLE {t} ADD CONSTRAINT spark_ids CHECK (id >= 0)", "ADD CONSTRAINT"),
+        ("INSERT INTO {t} BY NAME " + source_sql(10**8, "id % 9 = 2", generated), "WRITE"),
+        ("DELETE FROM {t} WHERE id % 5 = 2", "DELETE"),
+        ("UPDATE {t} SET id = id + 1000000000 WHERE id % 7 = 3", "UPDATE"),
+        (
+            f"MERGE INTO {{t}} AS t USING ({source_sql(0, 'id % 3 = 0', generated)}"
+            f" UNION ALL {source_sql(10**10, 'id % 4 = 1', generated)}) AS s ON t.id = s.id"
+            " WHEN MATCHED AND t.id % 2 = 0 THEN DELETE"
+            " WHEN MATCHED THEN UPDATE SET *"
+            " WHEN NOT MATCHED THEN INSERT *",
+            "MERGE",
+        ),
+    ]
+    if "maintenance" in extras:
+        steps += [("OPTIMIZE {t}", "OPTIMIZE"), ("DELETE FROM {t} WHERE id % 6 = 5", "DELETE")]
+        if dvs:
+            steps.append(("REORG TABLE {t} APPLY (PURGE)", "REORG"))
+        steps += [
+            ("OPTIMIZE {t} ZORDER BY (id)", "OPTIMIZE"),
+            ("VACUUM {t} RETAIN 0 HOURS", ""),  # VACUUM START / END when logging is on
+        ]
+    return steps
+
+
+def lakequery_writes(uri: str) -> None:
+    """lakequery's writes and DML on a table Spark wrote to."""
+    dt = lq.DeltaTable(uri)
+    snap = dt.snapshot()
+    generated = generated_columns(uri)
+    tracked = snap.metadata.configuration.get("delta.enableRowTracking") == "true"
+    current = snap.scan().to_arrow()
+    some = current.filter(pc.equal(pc.bit_wise_and(current["id"], 3), 1)).slice(0, 3)
+    some = some.set_column(
+        some.column_names.index("id"), "id", pc.add(some["id"], pa.scalar(10**11, pa.int64()))
+    ).drop_columns(list(generated))
+    assert lq.write(uri, some, mode="append").version is not None
+    ids = sorted(current["id"].to_pylist())
+    assert dt.delete(f"id IN ({ids[1]}, {ids[-2]})").committed
+    if not tracked:  # lakequery refuses UPDATE on row-tracking tables (ARCHITECTURE.md)
+        predicate = f"id IN ({', '.join(map(str, [ids[0], *ids[3:-2:4]]))})"
+        assert dt.update(predicate, set={"id": "id + 1000000000000"}).committed
+    source = current.filter(pc.equal(pc.bit_wise_and(current["id"], 1), 1)).slice(0, 5)
+    builder = dt.merge(
+        source.drop_columns(list(generated)), on="t.id = s.id", source_alias="s", target_alias="t"
+    )
+    builder = builder.when_matched_delete() if tracked else builder.when_matched_update_all()
+    assert builder.when_not_matched_insert_all().execute().committed
+    if not tracked:
+        assert dt.optimize(z_order_by=["id"]).version is not None
+    dt.checkpoint()
+
+
+def check_lakequery_reads_like_spark(spark: Any, uri: str, what: str) -> None:
+    expected = spark_read(spark, uri)
+    for engine, table in lq_engines(uri).items():
+        assert_same_rows(table, expected, f"{what} [{engine}]")
+
+
+def spark_changes(spark: Any, uri: str, start: int, end: int) -> pa.Table:
+    df = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(uri)
+    )
+    out: pa.Table = df.toArrow()
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_spark_then_lakequery_write_one_table(
+    delta_spark: Any, build: Callable[[str], str], tmp_path: Path, kind: str
+) -> None:
+    """After each Spark statement lakequery reads the table as Spark does; after all of
+    them every engine does, lakequery's DML and OPTIMIZE work on Spark's files, DVs and
+    metadata, and Spark reads lakequery's commits (and checkpoint)."""
+    uri = copy_table(build(kind), tmp_path / kind)
+    dt = lq.DeltaTable(uri)
+    for statement, operation in spark_steps(uri, KINDS[kind]):
+        before = dt.snapshot().version
+        delta_sql(delta_spark, statement, uri).collect()
+        snap = dt.snapshot()
+        assert snap.version > before, statement
+        if operation:
+            assert snap.commit_info is not None
+            assert snap.commit_info["operation"] == operation, statement
+        assert_same_rows(
+            snap.scan().to_arrow(), spark_read(delta_spark, uri), f"{kind} after {statement}"
+        )
+    check_lakequery_reads_like_spark(delta_spark, uri, f"{kind} after Spark")
+    spark_version = dt.snapshot().version
+    feed = dt.snapshot().metadata.configuration.get("delta.enableChangeDataFeed") == "true"
+
+    lakequery_writes(uri)
+    check_lakequery_reads_like_spark(delta_spark, uri, f"{kind} after lakequery")
+    detail = delta_sql(delta_spark, "DESCRIBE DETAIL {t}", uri).collect()[0]
+    assert detail["numFiles"] == dt.snapshot().num_files
+    if feed:  # Spark's and lakequery's change files, read by both
+        start, end = spark_version + 1, dt.snapshot().version
+        ours = dt.changes(starting_version=start, ending_version=end).to_arrow()
+        theirs = spark_changes(delta_spark, uri, start, end).select(ours.column_names)
+        assert_same_rows(theirs, ours, f"{kind} changes {start}..{end}")
+    # the constraint Spark added binds lakequery's writes
+    row = dt.snapshot().scan(filter="id > 0").to_arrow().slice(0, 1)
+    row = row.drop_columns(list(generated_columns(uri)))
+    row = row.set_column(row.column_names.index("id"), "id", pa.array([-5], pa.int64()))
+    with pytest.raises(ConstraintViolationError, match=r"spark_ids|id_positive"):
+        lq.write(uri, row, mode="append")
