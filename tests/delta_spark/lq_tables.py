@@ -71,6 +71,53 @@ def rows(start: int, n: int, *, parts: tuple[str, ...] = ("a", "b")) -> pa.Table
     )
 
 
+def wide(start: int, n: int) -> pa.Table:
+    """Types and values where readers and statistics disagree easily: timestamp_ntz, small
+    integers, float32 specials, binary, decimal(38, 18), long strings whose bounds are
+    truncated (also inside a 4-byte character), deep nesting."""
+    ids = list(range(start, start + n))
+    emoji = "\U0001f600"
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ntz": pa.array(
+                [dt.datetime(2024, 1, 1) + dt.timedelta(hours=5 * i) for i in ids],
+                pa.timestamp("us"),
+            ),
+            "i8": pa.array([(i % 200) - 100 for i in ids], pa.int8()),
+            "i16": pa.array([i * 7 - 3000 for i in ids], pa.int16()),
+            "f32": pa.array(
+                [
+                    [float("nan"), float("inf"), -0.0, float("-inf")][i % 4]
+                    if i % 5 == 0
+                    else i / 3
+                    for i in ids
+                ],
+                pa.float32(),
+            ),
+            "bin": pa.array([bytes([i % 256, 0, 255]) for i in ids], pa.binary()),
+            "d38": pa.array([Decimal(i).scaleb(-18) * 10**19 for i in ids], pa.decimal128(38, 18)),
+            "ls": pa.array(
+                [
+                    "x" * 31 + emoji + chr(0x61 + i % 26) * 3 if i % 3 else "x" * 40 + f"{i:05d}"
+                    for i in ids
+                ]
+            ),
+            "deep": pa.array(
+                [
+                    [{"a": i, "b": ["p", None]}, {"a": None, "b": []}] if i % 4 else None
+                    for i in ids
+                ],
+                pa.list_(pa.struct([("a", pa.int32()), ("b", pa.list_(pa.string()))])),
+            ),
+            "ms": pa.array(
+                [[("k", {"x": i / 2})] for i in ids],
+                pa.map_(pa.string(), pa.struct([("x", pa.float64())])),
+            ),
+        }
+    )
+
+
 def narrow(start: int, n: int, *, parts: tuple[str, ...] = ("a", "b")) -> pa.Table:
     """Only ``id``, ``p`` and ``s`` (for tables whose point is not the types)."""
     return rows(start, n, parts=parts).select(["id", "p", "s"])
@@ -175,6 +222,13 @@ def partition_typed(uri: str) -> None:
     _write(uri, data, partition_by=["day", "at", "n", "flag", "amt"])
     more = data.slice(0, 3)
     _write(uri, more.set_column(0, "id", pa.array([100, 101, 102], pa.int64())), mode="append")
+
+
+def wide_types(uri: str) -> None:
+    _write(uri, wide(0, 30))
+    _write(uri, wide(30, 30), mode="append")
+    assert lq.DeltaTable(uri).delete("id % 4 = 1").committed
+    lq.DeltaTable(uri).checkpoint()
 
 
 def schema_merge(uri: str) -> None:
@@ -486,6 +540,7 @@ BUILDERS: dict[str, Callable[[str], None]] = {
         overwrite_predicate_data,
         partition_awkward_strings,
         partition_typed,
+        wide_types,
         schema_merge,
         type_widening,
         dml_dv,
@@ -532,4 +587,10 @@ FILTERS: dict[str, tuple[str, ...]] = {
     "dec > 10": ("dec",),
     "p = 'a'": ("p",),
     "i IS NOT NULL AND i < 0": ("i",),
+    "ntz >= TIMESTAMP '2024-01-03 00:00:00'": ("ntz",),
+    "ls > '" + "x" * 40 + "00040'": ("ls",),
+    "ls < '" + "x" * 31 + "\U0001f600b'": ("ls",),
+    "f32 > 5 OR f32 < 0": ("f32",),
+    "i16 < -2900 AND i8 > -95": ("i16", "i8"),
+    "d38 > 100": ("d38",),
 }
