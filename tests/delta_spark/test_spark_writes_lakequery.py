@@ -94,6 +94,8 @@ def spark_steps(uri: str, extras: tuple[str, ...]) -> list[tuple[str, str]]:
         if dvs:
             steps.append(("REORG TABLE {t} APPLY (PURGE)", "REORG"))
         steps += [
+            # back to the state after ADD CONSTRAINT: lakequery's files (and DVs) again
+            ("RESTORE TABLE {t} TO VERSION AS OF {constrained}", "RESTORE"),
             ("OPTIMIZE {t} ZORDER BY (id)", "OPTIMIZE"),
             ("VACUUM {t} RETAIN 0 HOURS", ""),  # VACUUM START / END when logging is on
         ]
@@ -151,14 +153,17 @@ def test_spark_then_lakequery_write_one_table(
     delta_spark: Any, build: Callable[[str], str], tmp_path: Path, kind: str
 ) -> None:
     """After each Spark statement lakequery reads the table as Spark does; after all of
-    them every engine does, lakequery's DML and OPTIMIZE work on Spark's files, DVs and
-    metadata, and Spark reads lakequery's commits (and checkpoint)."""
+    them every engine does, lakequery's DML, OPTIMIZE, checkpoint, RESTORE and VACUUM work
+    on Spark's files, DVs and metadata, and Spark reads lakequery's commits."""
     uri = copy_table(build(kind), tmp_path / kind)
     dt = lq.DeltaTable(uri)
+    constrained = -1
     for statement, operation in spark_steps(uri, KINDS[kind]):
         before = dt.snapshot().version
-        delta_sql(delta_spark, statement, uri).collect()
+        delta_sql(delta_spark, statement.replace("{constrained}", str(constrained)), uri).collect()
         snap = dt.snapshot()
+        if operation == "ADD CONSTRAINT":
+            constrained = snap.version
         assert snap.version > before, statement
         if operation:
             assert snap.commit_info is not None
@@ -172,6 +177,12 @@ def test_spark_then_lakequery_write_one_table(
 
     lakequery_writes(uri)
     check_lakequery_reads_like_spark(delta_spark, uri, f"{kind} after lakequery")
+    assert dt.restore(version=spark_version).version is not None
+    assert_same_rows(
+        dt.snapshot().scan().to_arrow(),
+        spark_read(delta_spark, uri),
+        f"{kind} after lakequery's RESTORE",
+    )
     detail = delta_sql(delta_spark, "DESCRIBE DETAIL {t}", uri).collect()[0]
     assert detail["numFiles"] == dt.snapshot().num_files
     if feed:  # Spark's and lakequery's change files, read by both
@@ -179,6 +190,15 @@ def test_spark_then_lakequery_write_one_table(
         ours = dt.changes(starting_version=start, ending_version=end).to_arrow()
         theirs = spark_changes(delta_spark, uri, start, end).select(ours.column_names)
         assert_same_rows(theirs, ours, f"{kind} changes {start}..{end}")
+    # lakequery's VACUUM keeps every file Spark's latest snapshot needs
+    assert dt.vacuum(retention_hours=0, enforce_retention=False, dry_run=False).files
+    assert_same_rows(
+        dt.snapshot().scan().to_arrow(),
+        spark_read(delta_spark, uri),
+        f"{kind} after lakequery's VACUUM",
+    )
+    history = delta_sql(delta_spark, "DESCRIBE HISTORY {t}", uri).toArrow()
+    assert history.column("operation").to_pylist()[0] == "RESTORE"
     # the constraint Spark added binds lakequery's writes
     row = dt.snapshot().scan(filter="id > 0").to_arrow().slice(0, 1)
     row = row.drop_columns(list(generated_columns(uri)))
