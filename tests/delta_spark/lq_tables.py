@@ -336,6 +336,20 @@ def cdf_copy_on_write(uri: str) -> None:
     _write(uri, rows(300, 4), mode="overwrite")
 
 
+def cdf_maintenance(uri: str) -> None:
+    """The change feed across OPTIMIZE (no changes), RESTORE (files and DVs back) and
+    Z-order."""
+    _write(uri, rows(0, 30), configuration={"delta.enableChangeDataFeed": "true"})
+    _write(uri, rows(30, 10), mode="append")
+    dt_ = lq.DeltaTable(uri)
+    assert dt_.delete("id % 3 = 0").committed  # v2: DVs
+    assert dt_.update("id % 5 = 1", set={"s": "'u'"}).committed  # v3: DVs grow
+    assert dt_.optimize().version is not None  # v4
+    assert dt_.restore(version=2).version is not None  # v5: the v2 files and DVs again
+    assert dt_.optimize(z_order_by=["id", "d"], target_file_size=SMALL).version is not None
+    assert dt_.restore(version=3).version is not None  # v7
+
+
 def cdf_column_mapping(uri: str) -> None:
     """Change data feed on a column-mapped table, across an added column."""
     _dml(uri, cow=False, partitioned=False, cdf=True, conf={"delta.columnMapping.mode": "name"})
@@ -550,6 +564,7 @@ BUILDERS: dict[str, Callable[[str], None]] = {
         cdf_dv,
         cdf_copy_on_write,
         cdf_column_mapping,
+        cdf_maintenance,
         column_mapping_name,
         column_mapping_id,
         check_constraints,
@@ -572,7 +587,7 @@ BUILDERS: dict[str, Callable[[str], None]] = {
 }
 
 #: The builders whose tables have the change data feed on from version 0.
-CDF_KINDS = ("cdf_dv", "cdf_copy_on_write", "cdf_column_mapping")
+CDF_KINDS = ("cdf_dv", "cdf_copy_on_write", "cdf_column_mapping", "cdf_maintenance")
 
 #: Predicates Spark SQL and lakequery both parse, by the columns they need.
 FILTERS: dict[str, tuple[str, ...]] = {

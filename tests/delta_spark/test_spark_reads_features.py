@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lq_tables import CDF_KINDS
-from sparkkit import assert_same_rows, spark_read
+from sparkkit import assert_same_rows, delta_sql, spark_read
 
 import lakequery as lq
 
@@ -157,3 +157,47 @@ def test_reads_do_not_depend_on_the_session_time_zone(
         assert_same_rows(spark_read(delta_spark, uri), expected, f"{kind} at UTC+14")
     finally:
         delta_spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_application_transactions_are_shared(
+    delta_spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """lakequery's ``txn`` actions (app_id/app_version) make Spark's idempotent writes
+    (``txnAppId``/``txnVersion``) skip, and Spark's make lakequery's skip."""
+    uri = str(tmp_path_factory.mktemp("txn") / "t")
+    first = lq.write(uri, pa.table({"id": [1]}), app_id="ingest", app_version=3)
+    assert first.version == 0
+
+    def spark_append(version: int, value: int) -> None:
+        (
+            delta_spark.createDataFrame([(value,)], "id LONG")
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", "ingest")
+            .option("txnVersion", version)
+            .save(uri)
+        )
+
+    spark_append(3, 2)  # already committed by lakequery: skipped
+    spark_append(2, 3)  # older: skipped
+    assert lq.DeltaTable(uri).snapshot().version == 0
+    spark_append(4, 4)
+    assert lq.DeltaTable(uri).snapshot().txns == {"ingest": 4}
+    again = lq.write(uri, pa.table({"id": [5]}), mode="append", app_id="ingest", app_version=4)
+    assert again.skipped
+    lq.write(uri, pa.table({"id": [6]}), mode="append", app_id="ingest", app_version=5)
+    assert sorted(spark_read(delta_spark, uri).column("id").to_pylist()) == [1, 4, 6]
+
+
+def test_append_only_binds_spark(
+    delta_spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``delta.appendOnly`` set by lakequery: Spark appends, but refuses DELETE and UPDATE."""
+    uri = str(tmp_path_factory.mktemp("ao") / "t")
+    lq.write(uri, pa.table({"id": [1, 2]}), configuration={"delta.appendOnly": "true"})
+    delta_spark.createDataFrame([(3,)], "id LONG").write.format("delta").mode("append").save(uri)
+    for statement in ("DELETE FROM {t} WHERE id = 1", "UPDATE {t} SET id = 0"):
+        with pytest.raises(Exception, match=r"(?i)append.?only"):
+            delta_sql(delta_spark, statement, uri).collect()
+    assert lq.DeltaTable(uri).snapshot().version == 1
+    assert sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]

@@ -4,6 +4,7 @@ statistics), time travel by timestamp, DESCRIBE HISTORY and DESCRIBE DETAIL."""
 
 from __future__ import annotations
 
+import datetime as dt_
 import functools
 import json
 from collections.abc import Callable
@@ -92,18 +93,33 @@ def test_describe_history_and_detail(
 
 def test_time_travel_by_timestamp(delta_spark: Any, build: Callable[[str], str]) -> None:
     """``timestampAsOf`` and lakequery's ``as_of`` pick the same version, from file times
-    (monotonised) and from in-commit timestamps."""
-    for kind in ("overwrite", "in_commit_timestamps", "restore"):
+    (monotonised) and from in-commit timestamps: half-way between commits (the older
+    version) and at the latest commit's time; before the first commit both refuse."""
+    between = 0
+    for kind in ("overwrite", "in_commit_timestamps"):
         uri = build(kind)
         dt = lq.DeltaTable(uri)
-        for entry in dt.history():
-            when = entry.timestamp.isoformat(timespec="milliseconds").replace("+00:00", "")
-            assert dt.snapshot(as_of=entry.timestamp).version == entry.version
-            assert_same_rows(
-                spark_read(delta_spark, uri, timestamp=when),
-                lq_read(uri, version=entry.version),
-                f"{kind} as of {when}",
-            )
+        entries = list(reversed(dt.history()))
+        times = [(e.timestamp, e.version) for e in entries]
+        for (t, v), (t_next, _) in zip(times, [*times[1:], (None, None)], strict=True):
+            probes = [t]  # the commit's own time, or half-way to the next commit
+            if t_next is not None and t_next - t >= dt_.timedelta(milliseconds=2):
+                probes = [t + (t_next - t) / 2]
+                between += 1
+            for when in probes:
+                text = when.isoformat(timespec="milliseconds").replace("+00:00", "")
+                assert dt.snapshot(as_of=when).version == v
+                assert_same_rows(
+                    spark_read(delta_spark, uri, timestamp=text),
+                    lq_read(uri, version=v),
+                    f"{kind} as of {text}",
+                )
+        early = (times[0][0] - dt_.timedelta(seconds=1)).isoformat().replace("+00:00", "")
+        with pytest.raises(lq.errors.VersionNotFoundError):
+            dt.snapshot(as_of=early)
+        with pytest.raises(Exception, match=r"(?i)before the earliest|TIMESTAMP_EARLIER"):
+            spark_read(delta_spark, uri, timestamp=early)
+    assert between > 0
 
 
 def test_checkpoint_kinds_are_what_they_claim(build: Callable[[str], str]) -> None:

@@ -199,6 +199,15 @@ def test_spark_then_lakequery_write_one_table(
     )
     history = delta_sql(delta_spark, "DESCRIBE HISTORY {t}", uri).toArrow()
     assert history.column("operation").to_pylist()[0] == "RESTORE"
+    conf = dt.snapshot().metadata.configuration
+    if conf.get("delta.enableInCommitTimestamps") == "true":
+        # each writer's in-commit timestamp exceeds the other's previous one (digest §14)
+        times = history.column("timestamp").to_pylist()
+        assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+    if conf.get("delta.enableRowTracking") == "true":
+        # lakequery's row ids continue from Spark's high-water mark and vice versa
+        ids = delta_sql(delta_spark, "SELECT _metadata.row_id AS r FROM {t}", uri).toArrow()
+        assert ids.num_rows == len(set(ids.column("r").to_pylist())) > 0
     # the constraint Spark added binds lakequery's writes
     row = dt.snapshot().scan(filter="id > 0").to_arrow().slice(0, 1)
     row = row.drop_columns(list(generated_columns(uri)))
