@@ -249,6 +249,23 @@ def schema_merge(uri: str) -> None:
     _write(uri, deeper, mode="append", schema_mode="merge")
 
 
+def overwrite_schema(uri: str) -> None:
+    """``schema_mode="overwrite"``: new columns, types and partitioning in one commit."""
+    _write(uri, rows(0, 20), partition_by=["p"])
+    new = narrow(100, 10).append_column("v", pa.array([1.5] * 10, pa.float32()))
+    _write(uri, new, mode="overwrite", schema_mode="overwrite", partition_by=["s"])
+    _write(
+        uri, new.slice(0, 2).set_column(0, "id", pa.array([200, 201], pa.int64())), mode="append"
+    )
+
+
+def stats_columns(uri: str) -> None:
+    """Statistics for chosen columns only (``delta.dataSkippingStatsColumns``)."""
+    conf = {"delta.dataSkippingStatsColumns": "id,st.x,ts"}
+    _write(uri, rows(0, 30), configuration=conf)
+    _write(uri, rows(30, 30), mode="append")
+
+
 def type_widening(uri: str) -> None:
     small = pa.table(
         {
@@ -556,6 +573,8 @@ BUILDERS: dict[str, Callable[[str], None]] = {
         partition_typed,
         wide_types,
         schema_merge,
+        overwrite_schema,
+        stats_columns,
         type_widening,
         dml_dv,
         dml_copy_on_write,
@@ -608,4 +627,9 @@ FILTERS: dict[str, tuple[str, ...]] = {
     "f32 > 5 OR f32 < 0": ("f32",),
     "i16 < -2900 AND i8 > -95": ("i16", "i8"),
     "d38 > 100": ("d38",),
+    "st IS NULL OR st.x IS NULL": ("st",),
+    "st.y = 'y5' OR st.x > 60": ("st",),
+    "arr IS NULL AND m IS NOT NULL": ("arr", "m"),
+    "deep IS NULL": ("deep",),
+    "b IS NULL OR NOT b": ("b",),
 }

@@ -111,6 +111,9 @@ SKIPPING = [
     ("checkpoint_v2", "id < 5"),
     ("column_mapping_id", "id >= 30"),
     ("type_widening", "v > 100"),
+    ("appends", "st.x > 60"),
+    ("stats_columns", "ts < TIMESTAMP '2024-01-02 00:00:00'"),
+    ("stats_columns", "st.x < 10"),
     ("wide_types", "i16 < -2900"),
     ("wide_types", "d38 >= 500"),
 ]
