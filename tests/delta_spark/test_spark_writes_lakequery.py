@@ -15,7 +15,7 @@ import pytest
 from sparkkit import assert_same_rows, copy_table, delta_sql, lq_engines, spark_read
 
 import lakequery as lq
-from lakequery.errors import ConstraintViolationError
+from lakequery.errors import ConstraintViolationError, InvalidPathError
 
 #: lakequery tables Spark then writes to, and which Spark statements beyond INSERT, DELETE,
 #: UPDATE and MERGE run on each ("maintenance": OPTIMIZE, REORG PURGE, ZORDER, VACUUM;
@@ -214,3 +214,18 @@ def test_spark_then_lakequery_write_one_table(
     row = row.set_column(row.column_names.index("id"), "id", pa.array([-5], pa.int64()))
     with pytest.raises(ConstraintViolationError, match=r"spark_ids|id_positive"):
         lq.write(uri, row, mode="append")
+
+
+def test_shallow_clone_is_refused_not_misread(
+    delta_spark: Any, build: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Known gap: Spark's SHALLOW CLONE of a lakequery table references the source's files
+    by absolute URI (digest §4.3 allows absolute ``add.path``s). lakequery refuses data
+    files outside the table root (ARCHITECTURE "Reading the log"), so it cannot read a
+    clone yet (shallow clones are issue 15's); it must refuse it, never misread it."""
+    source = copy_table(build("dml_dv_partitioned"), tmp_path / "source")
+    clone = str(tmp_path / "clone")
+    delta_sql(delta_spark, f"CREATE TABLE delta.`{clone}` SHALLOW CLONE {{t}}", source).collect()
+    assert_same_rows(spark_read(delta_spark, clone), lq_engines(source)["arrow"], "clone")
+    with pytest.raises(InvalidPathError, match="not inside the table root"):
+        lq.DeltaTable(clone).snapshot().scan().to_arrow()
