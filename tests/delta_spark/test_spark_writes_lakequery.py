@@ -208,6 +208,19 @@ def test_spark_then_lakequery_write_one_table(
         # lakequery's row ids continue from Spark's high-water mark and vice versa
         ids = delta_sql(delta_spark, "SELECT _metadata.row_id AS r FROM {t}", uri).toArrow()
         assert ids.num_rows == len(set(ids.column("r").to_pylist())) > 0
+    # lakequery's constraints and generation expressions bind Spark's writes
+    if "delta.constraints.s_set" in conf:
+        with pytest.raises(Exception, match="s_set"):
+            delta_sql(
+                delta_spark,
+                "INSERT INTO {t} BY NAME SELECT 7L AS id, 'a' AS p, CAST(NULL AS STRING) AS s",
+                uri,
+            ).collect()
+    if generated_columns(uri):
+        with pytest.raises(Exception, match=r"(?i)generat"):
+            delta_sql(
+                delta_spark, "INSERT INTO {t} BY NAME SELECT 5L AS id, 11L AS twice, 'x' AS s", uri
+            ).collect()
     # the constraint Spark added binds lakequery's writes
     row = dt.snapshot().scan(filter="id > 0").to_arrow().slice(0, 1)
     row = row.drop_columns(list(generated_columns(uri)))
