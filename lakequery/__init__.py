@@ -9,8 +9,12 @@ Example:
 
 from __future__ import annotations
 
-from lakequery import demo
-from lakequery.cdf import ChangeScan
+import importlib
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from lakequery.errors import (
     AppendOnlyError,
     ChangeDataFeedError,
@@ -44,13 +48,17 @@ from lakequery.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from lakequery.history import CommitEntry
-from lakequery.scan import FileTask, Scan, ScanPlan
-from lakequery.snapshot import Snapshot
-from lakequery.sql import sql
-from lakequery.table import DeltaTable
-from lakequery.txn import CommitResult, Transaction
-from lakequery.writer import WritePlan, WriteResult, WriteState, commit_write, plan_write, write
+
+if TYPE_CHECKING:
+    from lakequery import demo
+    from lakequery.cdf import ChangeScan
+    from lakequery.history import CommitEntry
+    from lakequery.scan import FileTask, Scan, ScanPlan
+    from lakequery.snapshot import Snapshot
+    from lakequery.sql import sql
+    from lakequery.table import DeltaTable
+    from lakequery.txn import CommitResult, Transaction
+    from lakequery.writer import WritePlan, WriteResult, WriteState, commit_write, plan_write, write
 
 __version__ = "0.1.0"
 
@@ -105,3 +113,57 @@ __all__ = [
     "sql",
     "write",
 ]
+
+# Everything but the errors is imported on first use (PEP 562), so that `import lakequery`
+# loads neither DuckDB nor Polars nor numba nor the demo: name -> module that defines it.
+_LAZY: dict[str, str] = {
+    "demo": "lakequery.demo",
+    "ChangeScan": "lakequery.cdf",
+    "CommitEntry": "lakequery.history",
+    "CommitResult": "lakequery.txn",
+    "DeltaTable": "lakequery.table",
+    "FileTask": "lakequery.scan",
+    "Scan": "lakequery.scan",
+    "ScanPlan": "lakequery.scan",
+    "Snapshot": "lakequery.snapshot",
+    "Transaction": "lakequery.txn",
+    "WritePlan": "lakequery.writer",
+    "WriteResult": "lakequery.writer",
+    "WriteState": "lakequery.writer",
+    "commit_write": "lakequery.writer",
+    "plan_write": "lakequery.writer",
+    "sql": "lakequery.sql",
+    "write": "lakequery.writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        mod = importlib.import_module(module)
+        value = mod if name == "demo" else getattr(mod, name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # a submodule the eager imports used to bind as a side effect (lakequery.table, ...)
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Keeps ``lakequery.sql`` the function: importing the submodule ``lakequery.sql``
+    (first use, or a user's ``from lakequery.sql import ...``) makes the import system bind
+    the module as the package attribute, which the eager imports used to overwrite."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "sql" and isinstance(value, types.ModuleType):
+            value = value.sql
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -4,7 +4,7 @@
 the serialized deletion vector ``dv`` (a RoaringBitmapArray, magic included, as stored in
 a DV file or decoded from an inline DV); a NULL ``dv`` keeps every row. It is vectorised
 over Arrow chunks: each distinct DV in a chunk is parsed once (and cached) and its rows
-are tested by the numba kernel.
+are tested by the vectorised numpy kernel (:func:`udfs.dv_mask.rows_kept`).
 
 Example:
     >>> import duckdb

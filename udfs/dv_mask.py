@@ -1,7 +1,10 @@
 """Deletion-vector masks: sorted deleted row indexes -> which rows of a range to keep.
 
-The numba kernels are the hot path; ``*_reference`` are their plain-Python twins, kept
-for the property tests that hold the two together.
+Plain numpy (vectorised set/pack/search), each with a plain-Python twin (``*_reference``)
+that the property tests hold it to. These used to be numba kernels; numpy does the same
+job within a fraction of a millisecond per 10M rows, and leaving numba off the read path
+saves every new process (a script, a Spark Python worker) importing numba and loading or
+compiling the kernels, about 0.7 s (ARCHITECTURE.md, "numba and the read path").
 
 Example:
     >>> import numpy as np
@@ -17,64 +20,27 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.bool_]:
-    mask = np.ones(n, dtype=np.bool_)
-    i = np.searchsorted(deleted, start)
-    end = start + n
-    while i < deleted.size:
-        r = deleted[i]
-        if r >= end:
-            break
-        mask[r - start] = False
-        i += 1
-    return mask
+def _int64(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    return np.ascontiguousarray(values, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.int64]:
-    lo = np.searchsorted(deleted, start)
-    hi = np.searchsorted(deleted, start + n)
-    out = np.empty(n - (hi - lo), dtype=np.int64)
-    j = 0
-    i = lo
-    for k in range(n):
-        if i < hi and deleted[i] == start + k:
-            i += 1
-            continue
-        out[j] = k
-        j += 1
-    return out
-
-
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _keep_bits(deleted: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.uint8]:
-    out = np.full((n + 7) // 8, 0xFF, dtype=np.uint8)
-    for r in deleted:
-        if 0 <= r < n:
-            out[r >> 3] &= np.uint8(0xFF ^ (1 << (r & 7)))
-    return out
-
-
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
-def _rows_kept(
-    deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]
-) -> npt.NDArray[np.bool_]:
-    out = np.empty(rows.size, dtype=np.bool_)
-    for k in range(rows.size):
-        i = np.searchsorted(deleted, rows[k])
-        out[k] = not (i < deleted.size and deleted[i] == rows[k])
-    return out
+def _in_range(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.int64]:
+    """The sorted deleted indexes inside ``start .. start+n-1``, as offsets from ``start``."""
+    lo, hi = np.searchsorted(deleted, (start, start + n))
+    return deleted[lo:hi] - start
 
 
 def rows_kept(deleted: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
     """For arbitrary (unsorted) row positions: True where the row is not deleted."""
-    return _rows_kept(  # type: ignore[no-any-return]
-        np.ascontiguousarray(deleted, dtype=np.int64), np.ascontiguousarray(rows, dtype=np.int64)
-    )
+    gone = _int64(deleted)
+    probe = _int64(rows)
+    if gone.size == 0:
+        return np.ones(probe.size, dtype=np.bool_)
+    at = np.minimum(np.searchsorted(gone, probe), gone.size - 1)
+    kept: npt.NDArray[np.bool_] = gone[at] != probe
+    return kept
 
 
 def rows_kept_reference(deleted: list[int], rows: list[int]) -> list[bool]:
@@ -91,14 +57,24 @@ def keep_mask(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray
         start: file row index of the first row of the range.
         n: number of rows in the range.
     """
-    return _keep_mask(np.ascontiguousarray(deleted, dtype=np.int64), int(start), int(n))  # type: ignore[no-any-return]
+    mask = np.ones(int(n), dtype=np.bool_)
+    mask[_in_range(_int64(deleted), int(start), int(n))] = False
+    return mask
 
 
 def keep_bits(deleted: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.uint8]:
     """:func:`keep_mask` over rows ``0 .. n-1`` packed 8 rows a byte, least significant
     bit first (Arrow's boolean layout); bits past ``n`` are set. Deleted indexes need not
     be sorted; those outside the range are ignored."""
-    return _keep_bits(np.ascontiguousarray(deleted, dtype=np.int64), int(n))  # type: ignore[no-any-return]
+    n = int(n)
+    gone = _int64(deleted)
+    gone = gone[(gone >= 0) & (gone < n)]
+    # a byte per row, then packed: as fast as setting bits one by one in numba (packbits
+    # is vectorised), and a few hundred microseconds per 10M rows
+    mask = np.ones((n + 7) // 8 * 8, dtype=np.bool_)
+    mask[gone] = False
+    bits: npt.NDArray[np.uint8] = np.packbits(mask, bitorder="little")
+    return bits
 
 
 def keep_bits_reference(deleted: list[int], n: int) -> bytes:
@@ -112,7 +88,7 @@ def keep_bits_reference(deleted: list[int], n: int) -> bytes:
 
 def selection_vector(deleted: npt.NDArray[np.int64], start: int, n: int) -> npt.NDArray[np.int64]:
     """Offsets (0-based within the range) of the rows that survive, ascending."""
-    return _selection_vector(np.ascontiguousarray(deleted, dtype=np.int64), int(start), int(n))  # type: ignore[no-any-return]
+    return np.flatnonzero(keep_mask(deleted, start, n)).astype(np.int64, copy=False)
 
 
 def keep_mask_reference(deleted: list[int], start: int, n: int) -> list[bool]:

@@ -1,8 +1,8 @@
 """The deletion-vector kernel as a Spark function.
 
 ``lq_dv_keep(dv BINARY, row BIGINT) -> BOOLEAN`` (same meaning as the DuckDB function in
-:mod:`udfs.duckdb_functions`) as an Arrow-backed pandas UDF, so executors run the numba
-kernel on whole batches. PySpark is imported only when these functions are called.
+:mod:`udfs.duckdb_functions`) as an Arrow-backed pandas UDF, so executors run the numpy
+kernel on whole batches (no numba: nothing to compile in each Python worker). PySpark is imported only when these functions are called.
 
 Example (needs a SparkSession):
     >>> from udfs.spark_functions import register_spark_functions  # doctest: +SKIP

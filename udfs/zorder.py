@@ -1,6 +1,7 @@
 """Clustering keys: column values -> order-preserving 64-bit keys -> Z-order / Hilbert index.
 
-Three steps, each a numba kernel with a plain-Python reference twin (``*_reference``):
+Three steps, each a numba kernel (compiled once per machine, see :mod:`udfs.numba_cache`)
+with a plain-Python reference twin (``*_reference``):
 
 1. **Raw keys** (:func:`raw_keys_int64`, :func:`raw_keys_float64`,
    :func:`raw_keys_binary`): every value becomes a ``uint64`` whose unsigned order
@@ -37,7 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+from udfs.numba_cache import kernel
 
 _SIGN = np.uint64(1 << 63)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -46,7 +48,7 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 # --- 1. raw order-preserving keys ----------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _raw_int64(
     values: npt.NDArray[np.int64], out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
@@ -56,7 +58,7 @@ def _raw_int64(
     return out
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _raw_float64(
     bits: npt.NDArray[np.uint64], out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
@@ -70,7 +72,7 @@ def _raw_float64(
     return out
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _raw_binary(
     offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8], out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
@@ -193,7 +195,7 @@ def quantile_boundaries(
 HEAVY = 8
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _rank_keys(
     raw: npt.NDArray[np.uint64],
     valid: npt.NDArray[np.bool_],
@@ -335,7 +337,7 @@ def rank_keys_reference(
 # --- 3. space-filling curves ---------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _interleave(
     keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
@@ -365,7 +367,7 @@ def _interleave(
     return out
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _hilbert(
     keys: npt.NDArray[np.uint64], bits: int, out: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint64]:
@@ -487,7 +489,7 @@ def hilbert_index_reference(point: list[int], bits: int) -> int:
 # --- 4. sorting rows by key ------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)  # type: ignore[misc,untyped-decorator]
+@kernel
 def _tag_rows(keys: npt.NDArray[np.uint64], index_bits: int) -> None:
     shift = np.uint64(index_bits)
     for i in range(keys.size):

@@ -4,7 +4,7 @@ Files without deletion vectors are read with ``pyarrow.dataset`` using the table
 physical schema (files that lack a column yield nulls, narrower types are cast up), one
 partition-value group at a time. Files with deletion vectors go through the same scanner
 without filter pushdown; every batch is tagged with its file and a file's batches arrive in
-order, so its rows' physical positions are known and the numba kernel masks the deleted
+order, so its rows' physical positions are known and a numpy kernel masks the deleted
 ones. Each batch is then relabelled to logical names, given its partition columns and
 filtered. Memory stays bounded by a few batches.
 """

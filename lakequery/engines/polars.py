@@ -113,7 +113,7 @@ def _deletion_callback(
     deletions: dict[str, _Deletions],
 ) -> Callable[[pl.DataFrame], pl.DataFrame]:
     """Polars' deletion-file hook: per requested path, a keep mask (null: keep all), handed
-    over as one Arrow list array whose boolean values the numba kernel packs straight from
+    over as one Arrow list array whose boolean values a numpy kernel packs straight from
     the deleted positions (no per-row Python objects, no byte-per-row mask)."""
 
     built: dict[tuple[str, ...], pl.DataFrame] = {}  # the frame is re-collected often

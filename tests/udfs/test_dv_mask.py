@@ -1,4 +1,4 @@
-"""The numba DV-mask kernels agree with their pure-Python reference twins."""
+"""The DV-mask kernels agree with their pure-Python reference twins."""
 
 from __future__ import annotations
 
@@ -126,3 +126,35 @@ def test_keep_bits_matches_reference_and_keep_mask(deleted: list[int], n: int) -
     inside = np.unique(np.array([r for r in deleted if 0 <= r < n], dtype=np.int64))
     unpacked = np.unpackbits(bits, bitorder="little")[:n].astype(bool)
     assert unpacked.tolist() == keep_mask(inside, 0, n).tolist()
+
+
+@given(
+    st.sets(st.integers(0, 5_000), max_size=400),
+    st.lists(st.integers(1, 700), min_size=1, max_size=12),
+)
+@settings(max_examples=200, deadline=None)
+def test_keep_bits_per_batch_as_the_arrow_engine_masks_a_file(
+    deleted: set[int], sizes: list[int]
+) -> None:
+    """The Arrow engine packs one batch at a time, from the slice of a file's sorted
+    deletions that falls in the batch, shifted to the batch's first row; batch sizes need not
+    be multiples of 8. Unpacked and concatenated, the batches give the whole file's mask."""
+    rows = np.array(sorted(deleted), dtype=np.int64)
+    total = sum(sizes)
+    pieces = []
+    offset = 0
+    for n in sizes:
+        lo, hi = np.searchsorted(rows, [offset, offset + n])
+        bits = keep_bits(rows[lo:hi] - offset, n)
+        assert bits.size == (n + 7) // 8
+        assert bits.tobytes() == keep_bits_reference([r - offset for r in deleted], n)
+        pieces.append(np.unpackbits(bits, bitorder="little")[:n].astype(bool))
+        offset += n
+    assert np.concatenate(pieces).tolist() == keep_mask_reference(sorted(deleted), 0, total)
+
+
+def test_keep_bits_of_many_rows_matches_the_reference() -> None:
+    rng = np.random.default_rng(11)
+    n = 1_000_003
+    deleted = rng.integers(-50, n + 50, 20_000)  # unsorted, duplicates, out of range
+    assert keep_bits(deleted, n).tobytes() == keep_bits_reference(deleted.tolist(), n)

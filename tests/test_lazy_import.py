@@ -1,0 +1,103 @@
+"""`import lakequery` loads no engine, and the read path no numba: checked in fresh processes,
+since the test session itself has imported everything long before."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from tablekit import TableKit, dv_protocol, remove_action, with_dv
+
+import lakequery as lq
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("duckdb", "polars", "numba", "llvmlite", "pyspark", "deltalake", "lakequery.demo")
+
+
+def _run(code: str, cwd: Path) -> Any:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_loads_no_engine_and_the_api_still_resolves(tmp_path: Path) -> None:
+    code = f"""
+import json, sys
+import lakequery as lq
+loaded = sorted(m for m in {HEAVY!r} if m in sys.modules)
+demo = lq.demo.__name__
+change_scan = lq.ChangeScan.__module__ + "." + lq.ChangeScan.__qualname__
+missing = [n for n in lq.__all__ if getattr(lq, n, None) is None]
+ns = {{}}
+exec("from lakequery import *", ns)
+star = sorted(n for n in lq.__all__ if n not in ns)
+import lakequery.sql  # the import system binds the submodule on the package...
+sql_is_function = callable(lq.sql) and lq.sql.__name__ == "sql"  # ...but lq.sql stays the function
+table_module = lq.table.__name__  # submodules that used to be bound as a side effect
+try:
+    lq.no_such_attribute
+    unknown = "resolved"
+except AttributeError:
+    unknown = "AttributeError"
+print(json.dumps(dict(loaded=loaded, demo=demo, change_scan=change_scan, missing=missing,
+                      star=star, sql_is_function=sql_is_function, table_module=table_module,
+                      unknown=unknown, rows=lq.sql("SELECT 42 AS x").fetchall())))
+"""
+    got = _run(code, tmp_path)
+    assert got["loaded"] == []
+    assert got["demo"] == "lakequery.demo"
+    assert got["change_scan"] == "lakequery.cdf.ChangeScan"
+    assert got["missing"] == []
+    assert got["star"] == []
+    assert got["sql_is_function"] is True
+    assert got["table_module"] == "lakequery.table"
+    assert got["unknown"] == "AttributeError"
+    assert got["rows"] == [[42]]
+
+
+def test_lazy_names_are_the_defining_modules_objects() -> None:
+    from lakequery.cdf import ChangeScan
+    from lakequery.sql import sql
+    from lakequery.table import DeltaTable
+    from lakequery.writer import write
+
+    assert lq.ChangeScan is ChangeScan
+    assert lq.DeltaTable is DeltaTable
+    assert lq.sql is sql
+    assert lq.write is write
+    assert set(lq.__all__) <= set(dir(lq))
+
+
+def _dv_table(root: Path) -> tuple[str, int]:
+    kit = TableKit(root)
+    kit.create(pa.schema([("id", pa.int64())]), protocol=dv_protocol())
+    add = kit.write_parquet(pa.table({"id": pa.array(range(1000), pa.int64())}))
+    kit.commit([add])
+    kit.commit([remove_action(add), with_dv(add, kit.write_dv(range(0, 1000, 7)))])
+    return kit.uri, 1000 - len(range(0, 1000, 7))
+
+
+def test_reads_with_deletion_vectors_need_no_numba(tmp_path: Path) -> None:
+    uri, kept = _dv_table(tmp_path / "t")
+    code = f"""
+import json, sys
+import polars as pl
+import lakequery as lq
+scan = lq.DeltaTable({uri!r}).snapshot().scan()
+counts = [scan.to_arrow().num_rows, scan.to_polars().select(pl.len()).collect().item(),
+          scan.to_duckdb().aggregate("count(*)").fetchall()[0][0]]
+print(json.dumps(dict(counts=counts, numba="numba" in sys.modules,
+                      demo="lakequery.demo" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["counts"] == [kept, kept, kept]
+    assert got["numba"] is False
+    assert got["demo"] is False
