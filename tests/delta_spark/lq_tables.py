@@ -608,6 +608,30 @@ BUILDERS: dict[str, Callable[[str], None]] = {
 #: The builders whose tables have the change data feed on from version 0.
 CDF_KINDS = ("cdf_dv", "cdf_copy_on_write", "cdf_column_mapping", "cdf_maintenance")
 
+#: The kinds whose statistics are written or found differently (JSON or checkpoint
+#: structs, physical names, DVs, widened or nested types, partitions, chosen columns,
+#: rewritten files): filtered reads are compared on these.
+FILTER_KINDS = (
+    "appends",
+    "partition_awkward_strings",
+    "partition_typed",
+    "wide_types",
+    "stats_columns",
+    "schema_merge",
+    "type_widening",
+    "dml_dv_partitioned",
+    "dml_copy_on_write",
+    "cdf_column_mapping",
+    "column_mapping_id",
+    "checkpoint_stats_json_only",
+    "checkpoint_stats_struct_only",
+    "checkpoint_v2",
+    "checkpoint_column_mapping",
+    "checkpoint_only",
+    "optimize_zorder",
+    "optimize_hilbert",
+)
+
 #: Predicates Spark SQL and lakequery both parse, by the columns they need.
 FILTERS: dict[str, tuple[str, ...]] = {
     "id >= 33": ("id",),
