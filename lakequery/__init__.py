@@ -165,5 +165,11 @@ class _Package(types.ModuleType):
             value = value.sql
         super().__setattr__(name, value)
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # pickled by name like any module: Spark's cloudpickle ships closures that refer
+        # to ``lq`` (UDFs, mapInArrow functions), and a ModuleType subclass is not found
+        # in its table of module reducers
+        return importlib.import_module, (self.__name__,)
+
 
 sys.modules[__name__].__class__ = _Package

@@ -101,3 +101,17 @@ print(json.dumps(dict(counts=counts, numba="numba" in sys.modules,
     assert got["counts"] == [kept, kept, kept]
     assert got["numba"] is False
     assert got["demo"] is False
+
+
+def test_the_package_pickles_by_name() -> None:
+    """Spark ships closures that refer to ``lq`` (UDFs, mapInArrow functions) with
+    cloudpickle; the package must pickle as a module reference, not by value."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    import lakequery as lq
+
+    assert pickle.loads(pickle.dumps(lq)) is lq
+    restored = pickle.loads(cloudpickle.dumps(lambda: lq.DeltaTable))
+    assert restored() is lq.DeltaTable
