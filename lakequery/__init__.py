@@ -43,6 +43,7 @@ from lakequery.errors import (
     SchemaMismatchError,
     SparkWorkerError,
     StorageError,
+    StreamError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from lakequery.scan import FileTask, Scan, ScanPlan
     from lakequery.snapshot import Snapshot
     from lakequery.sql import sql
+    from lakequery.streaming import StreamBatch, StreamOffset
     from lakequery.table import DeltaTable
     from lakequery.txn import CommitResult, Transaction
     from lakequery.writer import WritePlan, WriteResult, WriteState, commit_write, plan_write, write
@@ -98,6 +100,9 @@ __all__ = [
     "Snapshot",
     "SparkWorkerError",
     "StorageError",
+    "StreamBatch",
+    "StreamError",
+    "StreamOffset",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "Transaction",
@@ -126,6 +131,8 @@ _LAZY: dict[str, str] = {
     "Scan": "lakequery.scan",
     "ScanPlan": "lakequery.scan",
     "Snapshot": "lakequery.snapshot",
+    "StreamBatch": "lakequery.streaming",
+    "StreamOffset": "lakequery.streaming",
     "Transaction": "lakequery.txn",
     "WritePlan": "lakequery.writer",
     "WriteResult": "lakequery.writer",

@@ -103,6 +103,20 @@ class ChangeDataFeedError(LakeQueryError, ValueError):
         super().__init__(f"cannot read the change data feed of {uri!r}{rng}: {detail}")
 
 
+class StreamError(LakeQueryError, ValueError):
+    """A stream over a table cannot go on: a commit changes or removes data the stream
+    already delivered (and no option says to skip or ignore it), the schema changed in a
+    non-additive way, the table was replaced, or the arguments are invalid. ``version``
+    names the commit when one is at fault."""
+
+    def __init__(self, uri: str, detail: str, *, version: int | None = None) -> None:
+        self.uri = uri
+        self.detail = detail
+        self.version = version
+        at = f" at version {version}" if version is not None else ""
+        super().__init__(f"cannot stream {uri!r}{at}: {detail}")
+
+
 class CorruptLogError(LakeQueryError):
     """A log file is missing, truncated, garbled or inconsistent; names the file."""
 
@@ -408,6 +422,7 @@ __all__ = [
     "SchemaError",
     "SchemaMismatchError",
     "SparkWorkerError",
+    "StreamError",
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",

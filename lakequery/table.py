@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         VacuumResult,
     )
     from lakequery.commands.progress import ProgressCallback
+    from lakequery.streaming import StreamBatch, StreamOffset
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -356,6 +357,78 @@ class DeltaTable:
             ending_timestamp=ending_timestamp,
             columns=columns,
             filter=filter,
+        )
+
+    def stream(
+        self,
+        *,
+        starting_version: int | None = None,
+        starting_timestamp: datetime | str | None = None,
+        columns: Sequence[str] | None = None,
+        filter: str | pc.Expression | None = None,
+        max_files_per_batch: int | None = None,
+        max_bytes_per_batch: int | None = None,
+        ignore_deletes: bool = False,
+        skip_change_commits: bool = False,
+        read_change_feed: bool = False,
+        follow: bool = False,
+        poll_interval: float = 1.0,
+        starting_offset: StreamOffset | str | dict[str, Any] | None = None,
+    ) -> Iterator[StreamBatch]:
+        """Reads the table as a stream of micro-batches (the table as a message queue).
+
+        Without a start, the first batches hold the current snapshot's rows, then each
+        later commit's appended rows, in version order; OPTIMIZE and other commits that
+        change no data deliver nothing. A commit that removes or rewrites rows (DELETE,
+        UPDATE, MERGE, overwrite) stops the stream with :class:`~lakequery.StreamError`
+        naming its version, unless an option says otherwise. See
+        :mod:`lakequery.streaming`.
+
+        Args:
+            starting_version: start with this commit's rows (no snapshot first).
+            starting_timestamp: start with the first commit at or after this time.
+            columns: the columns to read (all by default).
+            filter: a SQL or pyarrow predicate on the rows.
+            max_files_per_batch: at most this many data files per batch.
+            max_bytes_per_batch: at most this many bytes of data files per batch (a
+                batch holds at least one file).
+            ignore_deletes: pass over commits that only delete whole files.
+            skip_change_commits: pass over every commit that removes data (its added
+                rows too).
+            read_change_feed: batches of change rows (``_change_type`` ...) instead.
+            follow: keep listing ``_delta_log`` for new commits every ``poll_interval``
+                seconds until the iterator is closed; otherwise stop at the version
+                that was latest when the stream reached it.
+            poll_interval: seconds between listings when following.
+            starting_offset: a batch's ``offset`` (or ``offset.to_json()``): resume
+                right after that batch.
+
+        Example:
+            >>> import tempfile, pyarrow as pa, lakequery as lq
+            >>> root = tempfile.mkdtemp()
+            >>> _ = lq.write(root, pa.table({"id": [1, 2]}))
+            >>> first = list(lq.DeltaTable(root).stream())
+            >>> _ = lq.write(root, pa.table({"id": [3]}), mode="append")
+            >>> rest = lq.DeltaTable(root).stream(starting_offset=first[-1].offset.to_json())
+            >>> [b.to_arrow()["id"].to_pylist() for b in rest]
+            [[3]]
+        """
+        from lakequery.streaming import stream
+
+        return stream(
+            self,
+            starting_version=starting_version,
+            starting_timestamp=starting_timestamp,
+            columns=columns,
+            filter=filter,
+            max_files_per_batch=max_files_per_batch,
+            max_bytes_per_batch=max_bytes_per_batch,
+            ignore_deletes=ignore_deletes,
+            skip_change_commits=skip_change_commits,
+            read_change_feed=read_change_feed,
+            follow=follow,
+            poll_interval=poll_interval,
+            starting_offset=starting_offset,
         )
 
     # -- maintenance (lakequery.commands) --------------------------------------------------------

@@ -1,0 +1,181 @@
+"""``DeltaTable.stream``: a table read as a stream of micro-batches (issue 13, item 2)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakequery as lq
+from lakequery.streaming import StreamOffset
+
+DV = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+
+
+def _ids(batches: list[lq.StreamBatch]) -> list[list[int]]:
+    return [sorted(b.to_arrow()["id"].to_pylist()) for b in batches]
+
+
+def _append(uri: str, ids: list[int], **kw: object) -> None:
+    lq.write(uri, pa.table({"id": pa.array(ids, pa.int64())}), mode="append", **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> str:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": pa.array([0, 1], pa.int64())}), configuration=DV)
+    return uri
+
+
+def test_snapshot_first_then_each_append_once(table: str) -> None:
+    dt = lq.DeltaTable(table)
+    first = list(dt.stream())
+    assert _ids(first) == [[0, 1]]
+    assert (first[0].start_version, first[0].end_version) == (0, 0)
+    for v in range(1, 6):
+        _append(table, [10 * v, 10 * v + 1])
+    rest = list(dt.stream(starting_offset=first[-1].offset.to_json(), max_files_per_batch=2))
+    assert [(b.start_version, b.end_version) for b in rest] == [(1, 2), (3, 4), (5, 5)]
+    assert _ids(rest) == [[10, 11, 20, 21], [30, 31, 40, 41], [50, 51]]
+    assert [b.num_files for b in rest] == [2, 2, 1]
+    # resuming after the last batch: nothing new, nothing again
+    assert list(dt.stream(starting_offset=rest[-1].offset)) == []
+    # resuming in the middle gives the rest only
+    again = list(dt.stream(starting_offset=json.loads(rest[0].offset.to_json())))
+    assert _ids(again) == [[30, 31, 40, 41, 50, 51]]
+
+
+def test_batch_limits_split_inside_a_version_and_resume_there(table: str) -> None:
+    dt = lq.DeltaTable(table)
+    start = list(dt.stream())[-1].offset
+    many = pa.table({"id": pa.array(range(100, 103), pa.int64())})
+    lq.write(table, many, mode="append", target_file_size=1)  # one commit, a file per row
+    by_files = list(dt.stream(starting_offset=start, max_files_per_batch=1))
+    assert [b.num_files for b in by_files] == [1, 1, 1]
+    assert sorted(sum(_ids(by_files), [])) == list(range(100, 103))
+    assert by_files[0].offset.version == 1 and by_files[0].offset.index == 0
+    tail = list(dt.stream(starting_offset=by_files[0].offset))
+    assert sorted(sum(_ids(tail), [])) == sorted(sum(_ids(by_files[1:]), []))
+    sizes = [b.num_bytes for b in by_files]
+    by_bytes = list(dt.stream(starting_offset=start, max_bytes_per_batch=sizes[0] + sizes[1]))
+    assert [b.num_files for b in by_bytes] == [2, 1]
+    tiny = list(dt.stream(starting_offset=start, max_bytes_per_batch=1))
+    assert [b.num_files for b in tiny] == [1, 1, 1]  # at least one file per batch
+
+
+def test_the_starting_snapshot_applies_deletion_vectors_and_optimize_is_skipped(
+    table: str,
+) -> None:
+    _append(table, [2, 3, 4])
+    dt = lq.DeltaTable(table)
+    dt.delete("id = 3")  # a DV on the second file
+    first = list(dt.stream(max_files_per_batch=1))
+    assert sorted(sum(_ids(first), [])) == [0, 1, 2, 4]
+    dt.optimize()  # dataChange=false: its rewritten rows are not delivered again
+    _append(table, [5])
+    rest = list(dt.stream(starting_offset=first[-1].offset))
+    assert _ids(rest) == [[5]]
+    assert rest[0].start_version == dt.snapshot().version
+
+
+def test_a_delete_stops_the_stream_at_its_version_unless_told(table: str) -> None:
+    dt = lq.DeltaTable(table)
+    start = list(dt.stream())[-1].offset
+    _append(table, [2])  # v1
+    dt.delete("id = 0")  # v2: rewrites data already delivered
+    _append(table, [3])  # v3
+    delivered: list[list[int]] = []
+    with pytest.raises(lq.StreamError) as err:
+        for b in dt.stream(starting_offset=start):
+            delivered.append(sorted(b.to_arrow()["id"].to_pylist()))
+    assert err.value.version == 2 and "version 2" in str(err.value)
+    assert delivered == [[2]]  # everything before the commit was delivered first
+    skipped = list(dt.stream(starting_offset=start, skip_change_commits=True))
+    assert sorted(sum(_ids(skipped), [])) == [2, 3]
+    with pytest.raises(lq.StreamError):  # a DV delete is not a whole-file delete
+        list(dt.stream(starting_offset=start, ignore_deletes=True))
+    changes = list(dt.stream(starting_offset=start, read_change_feed=True))
+    rows = sorted(
+        (r["_commit_version"], r["_change_type"], r["id"])
+        for b in changes
+        for r in b.to_arrow().to_pylist()
+    )
+    assert rows == [(1, "insert", 2), (2, "delete", 0), (3, "insert", 3)]
+
+
+def test_ignore_deletes_passes_over_whole_file_deletes(tmp_path: Path) -> None:
+    uri = str(tmp_path / "p")
+    t = pa.table({"id": pa.array([1, 2], pa.int64()), "day": ["a", "b"]})
+    lq.write(uri, t, partition_by=["day"], configuration=DV)
+    dt = lq.DeltaTable(uri)
+    start = list(dt.stream())[-1].offset
+    dt.delete("day = 'a'")  # removes the whole file: no add
+    lq.write(uri, pa.table({"id": pa.array([3], pa.int64()), "day": ["c"]}), mode="append")
+    with pytest.raises(lq.StreamError):
+        list(dt.stream(starting_offset=start))
+    assert _ids(list(dt.stream(starting_offset=start, ignore_deletes=True))) == [[3]]
+
+
+def test_additive_schema_changes_are_read_through_others_stop(table: str) -> None:
+    dt = lq.DeltaTable(table)
+    start = list(dt.stream())[-1].offset
+    wider = pa.table({"id": pa.array([7], pa.int64()), "note": ["x"]})
+    lq.write(table, wider, mode="append", schema_mode="merge")
+    batches = list(dt.stream(starting_offset=start))
+    assert batches[0].to_arrow().to_pylist() == [{"id": 7, "note": "x"}]
+    other = pa.table({"id": pa.array(["s"], pa.string())})
+    lq.write(table, other, mode="overwrite", schema_mode="overwrite")
+    with pytest.raises(lq.StreamError, match="non-additive|removes or rewrites"):
+        list(dt.stream(starting_offset=batches[-1].offset, skip_change_commits=True))
+
+
+def test_starting_version_and_timestamp(table: str) -> None:
+    dt = lq.DeltaTable(table)
+    _append(table, [2])
+    _append(table, [3])
+    assert _ids(list(dt.stream(starting_version=1))) == [[2, 3]]
+    assert _ids(list(dt.stream(starting_version=0, max_files_per_batch=1))) == [[0, 1], [2], [3]]
+    when = dt.history()[0].timestamp
+    assert _ids(list(dt.stream(starting_timestamp=when))) == [[3]]
+    late = datetime(2999, 1, 1, tzinfo=timezone.utc)
+    with pytest.raises(lq.VersionNotFoundError):
+        list(dt.stream(starting_timestamp=late))
+
+
+def test_columns_filter_and_a_change_feed_from_the_snapshot(table: str) -> None:
+    lq.write(
+        table,
+        pa.table({"id": pa.array([5, 6], pa.int64()), "v": ["a", "b"]}),
+        mode="append",
+        schema_mode="merge",
+    )
+    dt = lq.DeltaTable(table)
+    rows = [b.to_arrow() for b in dt.stream(columns=["v"], filter="id > 5")]
+    assert [r.to_pylist() for r in rows] == [[{"v": "b"}]]
+    feed = list(lq.DeltaTable(table).stream(read_change_feed=True))
+    got = feed[0].to_arrow()
+    assert got.column_names == ["id", "v", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert set(got["_change_type"].to_pylist()) == {"insert"}
+    assert set(got["_commit_version"].to_pylist()) == {1}
+    assert got.num_rows == 4
+
+
+def test_arguments_and_offsets_are_checked(table: str, tmp_path: Path) -> None:
+    dt = lq.DeltaTable(table)
+    with pytest.raises(lq.StreamError, match="max_files_per_batch"):
+        dt.stream(max_files_per_batch=0)
+    with pytest.raises(lq.StreamError, match="not several"):
+        dt.stream(starting_version=0, starting_offset=StreamOffset(0, -1, False, "x"))
+    with pytest.raises(lq.StreamError, match="not a stream offset"):
+        dt.stream(starting_offset="{}")
+    other = str(tmp_path / "other")
+    lq.write(other, pa.table({"id": pa.array([1], pa.int64())}))
+    foreign = list(lq.DeltaTable(other).stream())[-1].offset
+    with pytest.raises(lq.StreamError, match="belongs to table"):
+        list(dt.stream(starting_offset=foreign))
+    offset = StreamOffset(3, 1, False, "abc")
+    assert StreamOffset.parse(offset.to_json()) == offset
+    assert "versions=0..0" in repr(next(iter(dt.stream())))
