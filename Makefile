@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean delta-jars
+.PHONY: demo test lint typecheck pytest bench bench-env bench-latency clean delta-jars
 
 # The reference implementation's jars (delta-spark and what it needs beyond PySpark), fetched
 # from Maven Central by tests/delta_spark/jars/pom.xml into a cache the tests read.
@@ -60,5 +60,30 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
+# A benchmark-only environment (issue 16): the peers lakequery is measured against, in their
+# own venv so none of them becomes a dependency. DuckDB 1.5.x because the official `delta`
+# extension is on PyPI (`duckdb-extension-delta`) for 1.5.x only; its wheel ships the
+# .duckdb_extension file, loaded offline with LOAD '<path>' (nothing is INSTALLed from
+# DuckDB's extension server). lakequery itself is installed editable from the working tree.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+# pytest, hypothesis and pandas: to run lakequery's tests under DuckDB 1.5 as well.
+BENCH_PKGS := "duckdb==1.5.5" "duckdb-extension-delta==1.5.5" polars-deltalake deltalake \
+	polars pyarrow pytest hypothesis "pandas<3"
+
+$(BENCH_STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
+	[ -x $(BENCH_VENV)/bin/python ] || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . $(BENCH_PKGS)
+	$(BENCH_VENV)/bin/python -c "from benchmarks.bench_latency import delta_connection as c, \
+		delta_extension as e; c(e()); print('delta extension loads offline:', e())"
+	@touch $(BENCH_STAMP)
+
+bench-env: $(BENCH_STAMP)
+
+bench-latency: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m benchmarks.bench_latency
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .cache
