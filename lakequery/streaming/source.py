@@ -121,6 +121,8 @@ class _Stream:
         self.storage = dt.storage
         self.metadata = metadata
         self.protocol = protocol
+        #: the last position to deliver (inclusive), or None: up to the latest commit
+        self.until: StreamOffset | None = None
 
     def columns(self) -> list[str]:
         names = [f.name for f in self.metadata.schema]
@@ -170,6 +172,10 @@ class _Stream:
         )
         files = files.take(order)
         n, v, table_id = files.num_rows, snap.version, snap.metadata.id
+        until = self.until
+        if until is not None and until.snapshot and until.version == v:
+            n = min(n, until.index + 1)
+            files = files.slice(0, n)
         constants = insert_constants(v, snap.timestamp) if self.opts.read_change_feed else None
         for lo, hi in self.cuts(files.column("size"), after + 1):
             part = files.slice(lo, hi - lo)
@@ -253,6 +259,18 @@ class _Stream:
         )
         if last_ok is not None:
             keep = pc.and_(keep, pc.less_equal(versions, pa.scalar(last_ok, pa.int64())))
+        if self.until is not None and not self.until.snapshot:
+            v1, i1 = (
+                pa.scalar(self.until.version, pa.int64()),
+                pa.scalar(self.until.index, pa.int64()),
+            )
+            keep = pc.and_(
+                keep,
+                pc.or_(
+                    pc.less(versions, v1),
+                    pc.and_(pc.equal(versions, v1), pc.less_equal(adds.column("index"), i1)),
+                ),
+            )
         adds = adds.filter(keep)
         if adds.num_rows == 0:
             return
@@ -333,8 +351,13 @@ def stream(
     follow: bool = False,
     poll_interval: float = 1.0,
     starting_offset: StreamOffset | str | dict[str, Any] | None = None,
+    ending_offset: StreamOffset | str | dict[str, Any] | None = None,
 ) -> Iterator[StreamBatch]:
-    """Micro-batches of ``dt``; see :meth:`lakequery.DeltaTable.stream`."""
+    """Micro-batches of ``dt``; see :meth:`lakequery.DeltaTable.stream`.
+
+    ``ending_offset`` (not on the method: the Spark source plans a micro-batch between
+    two offsets with it) stops the stream after the file it names, or, for an offset
+    ``(version, -1)``, before that version."""
     uri = dt.uri
     for name, limit in (
         ("max_files_per_batch", max_files_per_batch),
@@ -377,7 +400,29 @@ def stream(
     offset = StreamOffset.parse(starting_offset) if starting_offset is not None else None
     if starting_timestamp is not None:
         starting_version = cdf._resolve_range(dt, None, None, starting_timestamp, None).start
-    return _run(dt, opts, starting_version, offset, follow, poll_interval)
+    until = StreamOffset.parse(ending_offset) if ending_offset is not None else None
+    if until is not None and follow:
+        raise StreamError(uri, "ending_offset and follow=True exclude each other")
+    return _run(dt, opts, starting_version, offset, until, follow, poll_interval)
+
+
+def start_offset(dt: DeltaTable, starting_version: int | None = None) -> StreamOffset:
+    """Where a stream starts: the latest snapshot's files first (no version given), or
+    the commit ``starting_version``."""
+    if starting_version is None:
+        snap = dt.snapshot()
+        return StreamOffset(snap.version, -1, True, snap.metadata.id)
+    snap = dt.snapshot(version=max(starting_version - 1, 0))
+    return StreamOffset(starting_version, -1, False, snap.metadata.id)
+
+
+def latest_offset(dt: DeltaTable, start: StreamOffset) -> StreamOffset:
+    """The position after every commit in the log now (one LIST from ``start``)."""
+    first = start.version + 1 if start.snapshot else start.version
+    latest = list_log(dt.storage, first).latest_version
+    if latest is None or latest < first:
+        return start
+    return StreamOffset(latest + 1, -1, False, start.table_id)
 
 
 def _run(
@@ -385,25 +430,23 @@ def _run(
     opts: _Options,
     starting_version: int | None,
     offset: StreamOffset | None,
+    until: StreamOffset | None,
     follow: bool,
     poll_interval: float,
 ) -> Iterator[StreamBatch]:
-    if offset is None and starting_version is None:
-        snap = dt.snapshot()
-        offset = StreamOffset(snap.version, -1, True, snap.metadata.id)
-    elif offset is None:
-        assert starting_version is not None
-        # the state before the first commit streamed (version 0: its own)
-        snap = dt.snapshot(version=max(starting_version - 1, 0))
-        offset = StreamOffset(starting_version, -1, False, snap.metadata.id)
-    else:
-        at = offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1
-        snap = dt.snapshot(version=max(at, 0))
-        if snap.metadata.id != offset.table_id:
-            raise StreamError(
-                dt.uri, f"the offset belongs to table {offset.table_id!r}, not to this one"
-            )
+    if offset is None:
+        offset = start_offset(dt, starting_version)
+    # the state the first commit streamed applies to (the snapshot's own, when it is read
+    # first; the version before a commit offset; version 0 for its own commit)
+    at = offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1
+    snap = dt.snapshot(version=max(at, 0))
+    if snap.metadata.id != offset.table_id:
+        raise StreamError(
+            dt.uri, f"the offset belongs to table {offset.table_id!r}, not to this one"
+        )
     s = _Stream(dt, opts, snap.metadata, snap.protocol)
+    s.until = until
+    last = None if until is None else until.version - (1 if until.index < 0 else 0)
     if offset.snapshot:
         for batch in s.snapshot_batches(snap, offset.index):
             yield batch
@@ -411,6 +454,8 @@ def _run(
     next_version = offset.version
     while True:
         latest = list_log(dt.storage, next_version).latest_version
+        if latest is not None and last is not None:
+            latest = min(latest, last)
         if latest is not None and latest >= next_version:
             commits = _read_commits(dt, next_version, latest)
             if commits is not None:
@@ -423,4 +468,4 @@ def _run(
         time.sleep(poll_interval)
 
 
-__all__ = ["stream"]
+__all__ = ["latest_offset", "start_offset", "stream"]

@@ -5,6 +5,7 @@ arrives exactly once, in commit order, and none of the compacted rows arrives ag
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -135,7 +136,7 @@ def test_producer_compactor_and_a_killed_consumer(tmp_path: Path) -> None:
     assert sorted(ids) == list(range(COMMITS * ROWS)), "a row was lost"
     # commit order: every batch's rows come after the previous batch's
     batches = [sorted(line["ids"]) for line in lines if line["ids"]]  # type: ignore[type-var]
-    assert all(a[-1] < b[0] for a, b in zip(batches, batches[1:], strict=False))
+    assert all(a[-1] < b[0] for a, b in itertools.pairwise(batches))
     assert len(lines) > killed_after  # the restarted consumer delivered the rest
     ops = {e.operation for e in lq.DeltaTable(uri).history()}
     assert "OPTIMIZE" in ops  # compaction really ran beside the stream
