@@ -14,7 +14,7 @@ each variant's result is checked against ``delta_scan`` on the DV table. Variant
 * ``delta_scan`` on the DV table (the target) and on the twin; DuckDB's ``read_parquet``
   over the DV table's files ignoring the DVs, and over the twin's files (floors).
 * ``lakequery to_duckdb()`` today: one ``read_parquet(..., file_row_number=true)`` over the
-  DV files, anti-joined with a registered table of ``file << 32 | row`` keys (engine only:
+  DV files, anti-joined with a registered table of ``file * 2**32 + row`` keys (engine only:
   snapshot loaded before, relation rebuilt every time as a user's query would).
 * per-file anti-join: one ``read_parquet`` per DV file, ``UNION ALL``, each anti-joined on
   ``file_row_number`` alone with that file's deleted rows (no key arithmetic).
@@ -102,7 +102,7 @@ def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
             f"read_parquet({files(paths)})"
         ),
         "read_parquet, twin's files (floor)": lambda: q(f"read_parquet({files(twin_paths)})"),
-        "lakequery to_duckdb(): anti-join on file<<32|row key (today)": lambda: (
+        "lakequery to_duckdb(): anti-join on file * 2^32 + row key (today)": lambda: (
             snap.scan().to_duckdb(con).query("t", AGG).fetchall()
         ),
         "per-file read_parquet, anti-join on file_row_number": per_file_anti,
