@@ -32,6 +32,9 @@ COMMIT_KEYS = "_lq_commit_keys"
 COMMITS = "_lq_commits"
 #: View of the checkpoint's actions, same columns (empty without a checkpoint).
 CHECKPOINT = "_lq_checkpoint"
+#: Logs (and single-file checkpoints) up to this size are parsed once into a temporary
+#: table instead of being planned again in every statement of replay (see LogReader.load).
+SMALL_LOG_BYTES = 4 * 1024 * 1024
 #: Commit files are named ``<20 digits>.json``: the version is a fixed slice of the name.
 _VERSION_FROM_NAME = "left(right(filename, 25), 20)"
 
@@ -50,6 +53,10 @@ class LogReader:
     def __init__(self, storage: Storage, con: duckdb.DuckDBPyConnection) -> None:
         self.storage = storage
         self.con = con
+        #: whether :meth:`load` materialised the parsed commits (small logs)
+        self.materialized = False
+        self._created: dict[str, str] = {}
+        self._schemas: dict[str, pa.Schema] = {}  # checkpoint footers read by this reader
         storage.register_duckdb(con)
 
     # -- commits -------------------------------------------------------------------------------
@@ -60,43 +67,99 @@ class LogReader:
         file than ``read_json`` with typed columns). ``version`` overrides the version
         otherwise read from each file name.
         """
+        return self._json_sql(files, version=version)
+
+    def _json_sql(
+        self, files: Sequence[str], *, version: int | None = None, raw: bool = False
+    ) -> str:
+        """:meth:`json_actions_sql`; with ``raw`` also ``other``: the line's text when it
+        is not a file action (what the slim table keeps)."""
         paths = "[" + ", ".join(_lit(self.storage.duckdb_path(f)) for f in files) + "]"
         ver = str(int(version)) if version is not None else f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
         names = ", ".join(_q(a) for a in act.ACTIONS)
+        other = ", CASE WHEN add IS NULL AND remove IS NULL THEN json END AS other" if raw else ""
         # unnest() expands the parsed struct once; field access on a from_json() expression
         # would be inlined and parse every line once per field.
         return (
-            f"SELECT {ver} AS version, {names} FROM ("
-            f"SELECT unnest(from_json(json, {_lit(act.json_structure())})), filename "
+            f"SELECT {ver} AS version, {names}{other} FROM ("
+            f"SELECT unnest(from_json(json, {_lit(act.json_structure())})), "
+            f"{'json, ' if raw else ''}filename "
             f"FROM read_ndjson_objects({paths}, filename=true))"
         )
 
     def load(self, checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> None:
-        """Creates ``_lq_commit_keys`` (materialised, slim) and the ``_lq_commits`` and
-        ``_lq_checkpoint`` views (streamed when replay reads them)."""
+        """Creates ``_lq_commit_keys`` (slim), ``_lq_commits`` and ``_lq_checkpoint``.
+
+        Large logs: the slim table is materialised and the two others are views, streamed
+        when replay reads them. Small logs (at most :data:`SMALL_LOG_BYTES` of commits, a
+        single-file checkpoint of at most that size): the parsed actions are materialised
+        once and the other names are cheap views or tables over them. The rows are the
+        same either way; what differs is the cost: planning SQL over the canonical JSON
+        structure takes milliseconds per statement, and a small log would otherwise pay
+        it in every statement of replay.
+        """
         if checkpoint is None and not commits:
             raise CorruptLogError(self.storage.join("_delta_log"), "no log files to read")
-        empty = f"SELECT * FROM ({self._empty_sql()}) WHERE false"
-        full = self.json_actions_sql([c.path for c in commits]) if commits else empty
-        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {COMMITS} AS {self._keyed(full)}")
-        if commits:
-            slim = self._slim_sql([c.path for c in commits])
+        self._created = {}
+        paths = [c.path for c in commits]
+        small_commits = bool(commits) and sum(c.size for c in commits) <= SMALL_LOG_BYTES
+        if small_commits:
             try:
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {COMMIT_KEYS} AS {slim}")
+                self._create("TABLE", COMMITS, self._keyed(self._json_sql(paths, raw=True)))
+            except duckdb.Error as exc:
+                raise self._diagnose(exc, None, commits) from exc
+            self.materialized = True
+            self._create(
+                "VIEW",
+                COMMIT_KEYS,
+                f"SELECT version, h, CAST(add IS NOT NULL AS BIGINT) AS is_add, other "
+                f"FROM {COMMITS}",
+            )
+        elif commits:
+            self._create("VIEW", COMMITS, self._keyed(self.json_actions_sql(paths)))
+            try:
+                self._create("TABLE", COMMIT_KEYS, self._slim_sql(paths))
             except duckdb.Error as exc:
                 raise self._diagnose(exc, None, commits) from exc
         else:
-            self.con.execute(
-                f"CREATE OR REPLACE TEMP TABLE {COMMIT_KEYS} (version BIGINT, h HUGEINT, "
-                "is_add BIGINT, other VARCHAR)"
+            self._create(
+                "TABLE",
+                COMMIT_KEYS,
+                "SELECT * FROM (VALUES (CAST(NULL AS BIGINT), CAST(NULL AS HUGEINT), "
+                "CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR))) "
+                "AS t(version, h, is_add, other) WHERE false",
             )
-        cp_sql = " UNION ALL ".join(self._checkpoint_sql(checkpoint)) if checkpoint else empty
         try:
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {CHECKPOINT} AS {self._keyed(cp_sql)}")
-            if checkpoint is not None:  # cheap: reads the small protocol column of every part
-                self.con.execute(f"SELECT count(protocol) FROM {CHECKPOINT}").fetchall()
+            if checkpoint is None:
+                if small_commits:
+                    self._create(
+                        "TABLE", CHECKPOINT, f"SELECT * EXCLUDE (other) FROM {COMMITS} LIMIT 0"
+                    )
+                else:
+                    self._create("VIEW", CHECKPOINT, self._keyed(self._empty_sql_where_false()))
+            else:
+                parts = self._checkpoint_sql(checkpoint)
+                small = len(parts) == 1 and sum(f.size for f in checkpoint.files) <= SMALL_LOG_BYTES
+                if small:  # reading it all is the readability check
+                    self._create("TABLE", CHECKPOINT, self._keyed(parts[0]))
+                else:
+                    self._create("VIEW", CHECKPOINT, self._keyed(" UNION ALL ".join(parts)))
+                    # cheap: reads the small protocol column of every part
+                    self.con.execute(f"SELECT count(protocol) FROM {CHECKPOINT}").fetchall()
         except duckdb.Error as exc:
             raise self._diagnose(exc, checkpoint, ()) from exc
+        if not commits:
+            if self._created[CHECKPOINT] == "TABLE":
+                self._create("TABLE", COMMITS, f"SELECT * FROM {CHECKPOINT} LIMIT 0")
+            else:
+                self._create("VIEW", COMMITS, self._keyed(self._empty_sql_where_false()))
+
+    def _create(self, kind: str, name: str, sql: str) -> None:
+        self.con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
+        self._created[name] = kind
+
+    def _empty_sql_where_false(self) -> str:
+        return f"SELECT * FROM ({self._empty_sql()}) WHERE false"
 
     def _slim_sql(self, files: Sequence[str]) -> str:
         """Pass one over the commits: keys and versions only, plus raw non-file lines."""
@@ -132,17 +195,26 @@ class LogReader:
     def non_file_actions_sql(self) -> str:
         """The segment's protocol/metaData/txn/domainMetadata actions with their versions."""
         cols = ", ".join(_q(a) for a in act.NON_FILE_ACTIONS)
-        parsed = ", ".join(f"j.{_q(a)} AS {_q(a)}" for a in act.NON_FILE_ACTIONS)
-        return (
-            f"SELECT version, {cols} FROM {CHECKPOINT} UNION ALL SELECT version, {parsed} FROM (SELECT version, "
-            f"from_json(other, {_lit(act.json_structure())}) AS j FROM {COMMIT_KEYS} "
-            "WHERE other IS NOT NULL)"
-        )
+        if self.materialized:  # the same parse of the same lines, already done
+            commits = f"SELECT version, {cols} FROM {COMMITS} WHERE other IS NOT NULL"
+        else:
+            parsed = ", ".join(f"j.{_q(a)} AS {_q(a)}" for a in act.NON_FILE_ACTIONS)
+            commits = (
+                f"SELECT version, {parsed} FROM (SELECT version, "
+                f"from_json(other, {_lit(act.json_structure())}) AS j FROM {COMMIT_KEYS} "
+                "WHERE other IS NOT NULL)"
+            )
+        return f"SELECT version, {cols} FROM {CHECKPOINT} UNION ALL {commits}"
 
     def drop(self) -> None:
-        self.con.execute(f"DROP VIEW IF EXISTS {CHECKPOINT}")
-        self.con.execute(f"DROP VIEW IF EXISTS {COMMITS}")
-        self.con.execute(f"DROP TABLE IF EXISTS {COMMIT_KEYS}")
+        """Drops what :meth:`load` created (views before the tables they read)."""
+        created = self._created or {CHECKPOINT: "VIEW", COMMITS: "VIEW", COMMIT_KEYS: "TABLE"}
+        for kind in ("VIEW", "TABLE"):
+            for name, k in created.items():
+                if k == kind:
+                    self.con.execute(f"DROP {kind} IF EXISTS {name}")
+        self._created = {}
+        self.materialized = False
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _top_sql(self, checkpoint: Checkpoint) -> str:
@@ -167,7 +239,7 @@ class LogReader:
         """SQL parts reading a checkpoint, following V2 sidecars when present."""
         version = checkpoint.version
         top = self._top_sql(checkpoint)
-        sidecars = self._sidecars_from_sql(top) if checkpoint.format != "multi" else []
+        sidecars = self._sidecars_from_sql(top) if self._may_have_sidecars(checkpoint) else []
         if not sidecars:
             return [top]
         # V2: file actions live in the sidecars; the top file keeps the non-file actions.
@@ -175,6 +247,16 @@ class LogReader:
             if not self.storage.exists(path):
                 raise CorruptLogError(path, "sidecar referenced by the checkpoint is missing")
         return [top, self._parquet_actions_sql(sidecars, version)]
+
+    def _may_have_sidecars(self, checkpoint: Checkpoint) -> bool:
+        """False when no sidecar can be listed: multi-part checkpoints, and Parquet ones
+        whose schema has no ``sidecar`` column (the projection would make it NULL)."""
+        if checkpoint.format == "multi":
+            return False
+        top = checkpoint.files[0]
+        if top.name.extension == "json":
+            return True
+        return self._parquet_schema(top.path).get_field_index("sidecar") >= 0
 
     def _sidecars_from_sql(self, top_sql: str, *, strict: bool = False) -> list[str]:
         try:
@@ -209,6 +291,12 @@ class LogReader:
         )
 
     def _parquet_schema(self, path: str) -> pa.Schema:
+        schema = self._schemas.get(path)
+        if schema is None:
+            schema = self._schemas[path] = self._read_parquet_schema(path)
+        return schema
+
+    def _read_parquet_schema(self, path: str) -> pa.Schema:
         fs, to_fs = self.storage.arrow_filesystem()
         try:
             with fs.open_input_file(to_fs(path)) as f:

@@ -52,6 +52,11 @@ class TableState:
     txns: Mapping[str, Mapping[str, Any]]
     domains: Mapping[str, str]
     segment: LogSegment
+    #: every ``txn`` action that survived replay, before retention: ``txns`` is this
+    #: filtered by ``delta.setTransactionRetentionDuration`` at load time. Kept so that an
+    #: incremental update filters with the metadata and the clock of the new version, as
+    #: a fresh replay would (None for synthetic states: then ``txns``).
+    raw_txns: Mapping[str, Mapping[str, Any]] | None = None
 
 
 def internal_connection() -> duckdb.DuckDBPyConnection:
@@ -103,19 +108,22 @@ def load_state(
     con: duckdb.DuckDBPyConnection | None = None,
     *,
     with_files: bool = True,
+    listing: Listing | None = None,
 ) -> TableState:
     """Reconstructs the table state at ``version`` (latest when None). Without
     ``with_files`` the live files are not replayed (``files`` is empty): enough for the
-    protocol, metadata, txns and domains."""
+    protocol, metadata, txns and domains. ``listing`` is a listing of the log already
+    made (from the hint's checkpoint or from version 0), saving the LIST."""
     con = con or internal_connection()
-    listing = find_listing(storage, version)
+    if listing is None:
+        listing = find_listing(storage, version)
     reader = LogReader(storage, con)
     listed_from_start = False
     while True:
         segment = select_segment(listing, version, uri=storage.root)
         try:
             reader.load(segment.checkpoint, segment.commits)
-            return _replay(storage, con, segment, with_files)
+            return _replay(storage, con, reader, segment, with_files)
         except (CorruptLogError, ObjectNotFoundError) as exc:
             if not _is_checkpoint_error(exc, segment):
                 raise
@@ -154,19 +162,27 @@ def partition_specs(metadata: Metadata, protocol: Protocol) -> list[tuple[str, s
 
 
 def _replay(
-    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment, with_files: bool
+    storage: Storage,
+    con: duckdb.DuckDBPyConnection,
+    reader: LogReader,
+    segment: LogSegment,
+    with_files: bool,
 ) -> TableState:
     try:
-        return _replay_loaded(storage, con, segment, with_files)
+        return _replay_loaded(storage, con, reader, segment, with_files)
     except duckdb.Error as exc:
         where = segment.checkpoint.files[0].path if segment.checkpoint else log_dir(storage)
         raise CorruptLogError(where, str(exc).splitlines()[0][:300]) from exc
 
 
 def _replay_loaded(
-    storage: Storage, con: duckdb.DuckDBPyConnection, segment: LogSegment, with_files: bool
+    storage: Storage,
+    con: duckdb.DuckDBPyConnection,
+    reader: LogReader,
+    segment: LogSegment,
+    with_files: bool,
 ) -> TableState:
-    found = latest_non_file_actions(con, LogReader(storage, con).non_file_actions_sql())
+    found = latest_non_file_actions(con, reader.non_file_actions_sql())
     where = segment.commits[-1].path if segment.commits else log_dir(storage)
     if not found["protocol"]:
         raise CorruptLogError(
@@ -195,19 +211,37 @@ def _replay_loaded(
             ],
         )
         check_paths(con, files, root=storage.root)
-    txn_retention = props.set_transaction_retention_ms
-    txns: dict[str, Mapping[str, Any]] = {}
-    for _, txn in found["txn"]:
-        last = txn.get("lastUpdated")
-        if txn_retention is not None and (last is None or int(last) <= now_ms - txn_retention):
-            continue
-        txns[str(txn["appId"])] = txn
+    raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}
     domains = {
         str(d["domain"]): str(d.get("configuration") or "")
         for _, d in found["domainMetadata"]
         if not d.get("removed")
     }
-    return TableState(segment.version, protocol, metadata, files, txns, domains, segment)
+    return TableState(
+        segment.version,
+        protocol,
+        metadata,
+        files,
+        _unexpired_txns(raw_txns, props, now_ms),
+        domains,
+        segment,
+        raw_txns,
+    )
+
+
+def _unexpired_txns(
+    raw: Mapping[str, Mapping[str, Any]], props: TableProperties, now_ms: int
+) -> dict[str, Mapping[str, Any]]:
+    """The txns a reader sees: ``delta.setTransactionRetentionDuration`` expires those
+    whose ``lastUpdated`` is older (or missing), as in the reference implementation."""
+    retention = props.set_transaction_retention_ms
+    if retention is None:
+        return dict(raw)
+    return {
+        app: txn
+        for app, txn in raw.items()
+        if txn.get("lastUpdated") is not None and int(txn["lastUpdated"]) > now_ms - retention
+    }
 
 
 def load_tombstones(storage: Storage, state: TableState) -> pa.Table:

@@ -127,6 +127,32 @@ class Snapshot:
         ms = commit_timestamps(self._storage, commits, self.properties)[-1]
         return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
+    def update(self) -> Snapshot:
+        """The newest snapshot of the table, built from this one.
+
+        Lists ``_delta_log`` from this version (one LIST) and replays only the commits
+        after it on top of this snapshot's state, with the same rules as a fresh load (a
+        newer checkpoint is used instead when that reads less). When nothing was
+        committed since, returns this very snapshot. Snapshots stay immutable: this one
+        is unchanged, and a time-travel snapshot is only brought forward when asked to.
+
+        Example:
+            >>> import tempfile, pyarrow as pa, lakequery as lq
+            >>> uri = tempfile.mkdtemp() + "/t"
+            >>> _ = lq.write(uri, pa.table({"id": [1, 2]}))
+            >>> snap = lq.DeltaTable(uri).snapshot()
+            >>> snap.update() is snap                   # nothing new: one LIST, no replay
+            True
+            >>> _ = lq.write(uri, pa.table({"id": [3]}), mode="append")
+            >>> new = snap.update()                     # replays only version 1
+            >>> (snap.version, new.version, new.num_files)
+            (0, 1, 2)
+        """
+        from lakequery.log_update import latest_state
+
+        state = latest_state(self._storage, self._state)
+        return self if state is self._state else Snapshot(self._storage, state)
+
     @property
     def num_files(self) -> int:
         return int(self._state.files.num_rows)

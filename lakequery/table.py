@@ -21,6 +21,7 @@ from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
 from lakequery.history import CommitEntry, commit_timestamps, history_entries
 from lakequery.log_segment import TableState, list_log, load_state
+from lakequery.log_update import latest_state
 from lakequery.protocol.log_files import earliest_version
 from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
@@ -70,6 +71,7 @@ class DeltaTable:
 
     def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.storage: Storage = open_storage(uri, storage_options)
+        self._latest: Snapshot | None = None
 
     @property
     def storage_options(self) -> dict[str, Any] | None:
@@ -94,6 +96,12 @@ class DeltaTable:
                 before it. Naive times are UTC. A time after the latest commit gives the
                 latest version; one before the earliest reconstructable commit raises.
 
+        The latest snapshot is kept: asking again lists ``_delta_log`` from its version
+        (one LIST) and replays only what was committed since (:meth:`Snapshot.update`);
+        an unchanged table returns the same ``Snapshot``. Small tables are also
+        remembered per process, so ``DeltaTable(uri).snapshot()`` in a loop does not
+        replay either.
+
         Raises:
             TableNotFoundError: no table at the location.
             VersionNotFoundError: the version or time cannot be reconstructed.
@@ -102,7 +110,23 @@ class DeltaTable:
             raise ValueError("pass version or as_of, not both")
         if as_of is not None:
             version = self.version_as_of(as_of)
+        if version is None:
+            return self._latest_snapshot()
+        known = self._latest
+        if known is not None and known.version == version:
+            return known  # the same state; snapshots are immutable
         return Snapshot(self.storage, load_state(self.storage, version))
+
+    def _latest_snapshot(self) -> Snapshot:
+        """The latest snapshot: the one this table (or, for small tables, this process)
+        loaded last, brought up to date with one LIST (:meth:`Snapshot.update`)."""
+        known = self._latest
+        if known is not None:
+            latest = known.update()
+        else:
+            latest = Snapshot(self.storage, latest_state(self.storage))
+        self._latest = latest
+        return latest
 
     def version_as_of(self, as_of: datetime | str) -> int:
         """The newest version whose commit timestamp is at or before ``as_of``."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakequery.errors import InvalidPathError
 
@@ -225,6 +226,14 @@ def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -
     """
     if files.num_rows == 0:
         return
+    # the first conjunct of _ESCAPE_SQL in Arrow: most tables have no candidate at all
+    path = files.column("path")
+    candidates = pc.or_(
+        pc.or_(pc.match_substring(path, ":"), pc.starts_with(path, "/")),
+        pc.match_substring(path, ".."),
+    )
+    if not pc.any(candidates).as_py():
+        return
     con.register("_lq_files", files)
     try:
         rows = con.sql(f"SELECT path FROM _lq_files WHERE {_ESCAPE_SQL} LIMIT 1").fetchall()
@@ -257,7 +266,8 @@ def latest_non_file_actions(
         for name, key in (("txn", "appId"), ("domainMetadata", "domain"))
     ]
     cols = ", ".join(f'"{k}"' for k in kinds)
-    rows = con.sql(
+    # execute(), not sql(): a relation would plan the statement once more for its schema
+    rows = con.execute(
         f"WITH a AS MATERIALIZED ({actions_sql}) SELECT version, {cols} FROM ("
         + " UNION ALL BY NAME ".join(picks)
         + ")"

@@ -1,0 +1,307 @@
+"""Bringing a loaded table state up to date: one LIST, then only the new commits.
+
+``update_state(storage, state)`` lists ``_delta_log`` from the state's version. When
+nothing new is listed it returns the very same state (no replay). Otherwise the new
+commits are loaded like any segment (:class:`~lakequery.log_reader.LogReader`) and
+replayed with the same SQL as a fresh load (:func:`~lakequery.protocol.replay.replay_files`,
+:func:`~lakequery.protocol.replay.latest_non_file_actions`), with the state's live files
+as the base in place of a checkpoint: a base file survives unless a new commit names its
+(path, DV id) key — exactly the rule applied to checkpoint rows (digest §6). Non-file
+actions follow the same "newest wins" rule (protocol, metaData, txn per appId, domain per
+name). A fresh replay is used instead when the state cannot be a base (synthetic or
+metadata-only states, a replaced table, a cleaned-up commit) or when the partition
+columns change, and when a newer checkpoint appeared and more than
+:data:`INCREMENTAL_MAX_COMMITS` commits would have to be applied.
+
+``latest_state(storage, known)`` is what ``DeltaTable.snapshot()`` uses: it updates the
+state the caller knows, else the one this process last loaded for the table (small
+tables only, see :data:`CACHE_MAX_BYTES`), else replays from scratch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakequery.errors import CorruptLogError
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
+from lakequery.log_segment import (
+    TableState,
+    _unexpired_txns,
+    internal_connection,
+    list_log,
+    load_state,
+    partition_specs,
+)
+from lakequery.metadata import Metadata
+from lakequery.protocol.features import Protocol, check_readable
+from lakequery.protocol.log_files import Listing, LogFile, LogSegment, select_segment
+from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.replay import (
+    check_paths,
+    dv_unique_id_sql,
+    key_hash_sql,
+    latest_non_file_actions,
+    partition_value_sql,
+    replay_files,
+)
+from lakequery.protocol.schema import PrimitiveType, validate_type_changes
+from lakequery.storage import Storage
+
+#: With a newer checkpoint listed, apply at most this many commits incrementally; beyond,
+#: a replay from that checkpoint reads less.
+INCREMENTAL_MAX_COMMITS = 256
+#: Latest states kept per process for tables opened again (``lq.DeltaTable(p).snapshot()``
+#: in a loop): only states whose live-file table is at most this large ...
+CACHE_MAX_BYTES = 16 * 1024 * 1024
+#: ... and at most this many tables (least recently used dropped first).
+CACHE_MAX_TABLES = 64
+
+_CACHE: OrderedDict[tuple[str, str, str], TableState] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache_key(storage: Storage) -> tuple[str, str, str]:
+    return (type(storage).__name__, storage.root, repr(sorted((storage.options or {}).items())))
+
+
+def _remember(storage: Storage, state: TableState) -> None:
+    key = _cache_key(storage)
+    with _CACHE_LOCK:
+        if state.segment is None or state.files.nbytes > CACHE_MAX_BYTES:
+            _CACHE.pop(key, None)
+            return
+        _CACHE[key] = state
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > CACHE_MAX_TABLES:
+            _CACHE.popitem(last=False)
+
+
+def forget(storage: Storage) -> None:
+    """Drops this process's cached latest state of the table (if any)."""
+    with _CACHE_LOCK:
+        _CACHE.pop(_cache_key(storage), None)
+
+
+def latest_state(storage: Storage, known: TableState | None = None) -> TableState:
+    """The latest state of the table: ``known`` (or this process's cached state of the
+    table) brought up to date by :func:`update_state`, else a fresh replay."""
+    if known is None:
+        with _CACHE_LOCK:
+            known = _CACHE.get(_cache_key(storage))
+    state = update_state(storage, known) if known is not None else load_state(storage, None)
+    _remember(storage, state)
+    return state
+
+
+def update_state(
+    storage: Storage, state: TableState, con: duckdb.DuckDBPyConnection | None = None
+) -> TableState:
+    """The latest state of the table, from ``state`` plus the commits after it.
+
+    Returns ``state`` itself when the log holds nothing newer (one LIST). The result equals
+    a fresh replay of the latest version (files, DVs, stats, protocol, metadata, txns,
+    domains and the segment a fresh load would pick).
+    """
+    segment = state.segment
+    if segment is None or not state.files.num_columns or state.raw_txns is None:
+        return load_state(storage, None, con)  # synthetic or metadata-only: no base
+    listing = list_log(storage, state.version)
+    if not _same_base(listing, segment):
+        # the state's last file is gone or changed (log cleanup, a replaced table)
+        return load_state(storage, None, con)
+    new = tuple(c for c in listing.commits if c.version > state.version)
+    if not new:
+        return _with_newer_checkpoint(state, listing)
+    checkpoints = {c.sort_key: c for c in listing.checkpoints}
+    if segment.checkpoint is not None:
+        checkpoints.setdefault(segment.checkpoint.sort_key, segment.checkpoint)
+    merged = Listing(segment.commits + new, tuple(checkpoints[k] for k in sorted(checkpoints)))
+    target = select_segment(merged, None, uri=storage.root)
+    contiguous = all(c.version == state.version + 1 + i for i, c in enumerate(new))
+    newer_checkpoint = target.checkpoint is not None and target.checkpoint != segment.checkpoint
+    if not contiguous or (newer_checkpoint and len(new) > INCREMENTAL_MAX_COMMITS):
+        return load_state(storage, None, con, listing=merged)
+    con = con or internal_connection()
+    reader = LogReader(storage, con)
+    try:
+        reader.load(None, new)
+        updated = _apply(storage, con, reader, state, new, target)
+    except duckdb.Error as exc:
+        raise CorruptLogError(new[-1].path, str(exc).splitlines()[0][:300]) from exc
+    finally:
+        reader.drop()
+    return updated if updated is not None else load_state(storage, None, con, listing=merged)
+
+
+def _with_newer_checkpoint(state: TableState, listing: Listing) -> TableState:
+    """``state``, or the same state over a checkpoint of its version written since (so
+    that later work, e.g. tombstones, reads what a fresh load would)."""
+    segment = state.segment
+    at_version = [c for c in listing.checkpoints if c.version == state.version]
+    if not at_version or at_version[-1] == segment.checkpoint:
+        return state
+    if segment.checkpoint is not None and segment.checkpoint.sort_key >= at_version[-1].sort_key:
+        return state
+    return replace(state, segment=LogSegment(state.version, at_version[-1], ()))
+
+
+def _same_base(listing: Listing, segment: LogSegment) -> bool:
+    """Whether the newest file of ``segment`` is still listed as it was."""
+    last: tuple[LogFile, ...]
+    if segment.commits:
+        last = (segment.commits[-1],)
+    elif segment.checkpoint is not None:
+        last = segment.checkpoint.files
+    else:
+        return False
+    listed = {f.path: f for f in listing.commits}
+    for cp in listing.checkpoints:
+        listed.update((f.path, f) for f in cp.files)
+    return all(
+        (seen := listed.get(f.path)) is not None
+        and (seen.size, seen.modified_ms) == (f.size, f.modified_ms)
+        for f in last
+    )
+
+
+def _raw_partition_sql(metadata: Metadata, protocol: Protocol) -> list[str]:
+    return [
+        partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
+        for _, key, t in partition_specs(metadata, protocol)
+    ]
+
+
+def _apply(
+    storage: Storage,
+    con: duckdb.DuckDBPyConnection,
+    reader: LogReader,
+    state: TableState,
+    new: tuple[LogFile, ...],
+    segment: LogSegment,
+) -> TableState | None:
+    """Replays the loaded new commits on top of ``state`` (None: the partition columns
+    changed, so the base files' raw partition values no longer fit; replay afresh)."""
+    found = latest_non_file_actions(con, reader.non_file_actions_sql())
+    protocol = state.protocol
+    if found["protocol"]:
+        protocol = Protocol.from_action(found["protocol"][0][1])
+        check_readable(protocol)
+    metadata = state.metadata
+    if found["metaData"]:
+        metadata = Metadata.from_action(found["metaData"][0][1])
+        validate_type_changes(metadata.schema)
+    partition_sql = _raw_partition_sql(metadata, protocol)
+    if partition_sql != _raw_partition_sql(state.metadata, state.protocol):
+        return None
+    added = replay_files(
+        con,
+        commit_keys=COMMIT_KEYS,
+        commits=COMMITS,
+        checkpoint=CHECKPOINT,  # empty: the base plays the checkpoint's part below
+        partition_sql=partition_sql,
+    )
+    check_paths(con, added, root=storage.root)
+    files = _merge_files(con, state.files, added)
+    raw_txns: dict[str, Mapping[str, Any]] = dict(state.raw_txns or {})
+    raw_txns.update((str(t["appId"]), t) for _, t in found["txn"])
+    domains = dict(state.domains)
+    for _, d in found["domainMetadata"]:
+        if d.get("removed"):
+            domains.pop(str(d["domain"]), None)
+        else:
+            domains[str(d["domain"])] = str(d.get("configuration") or "")
+    txns = _unexpired_txns(
+        raw_txns, TableProperties(metadata.configuration), int(time.time() * 1000)
+    )
+    return TableState(new[-1].version, protocol, metadata, files, txns, domains, segment, raw_txns)
+
+
+def _merge_files(con: duckdb.DuckDBPyConnection, base: pa.Table, added: pa.Table) -> pa.Table:
+    """The base files no new commit names (by path and DV id), then the new winners."""
+    survivors = _without_rows(base, _superseded(con, base))
+    if added.num_rows == 0:
+        return survivors
+    if added.schema != survivors.schema:
+        added = added.cast(survivors.schema)
+    return pa.concat_tables([survivors, added])
+
+
+def _superseded(con: duckdb.DuckDBPyConnection, base: pa.Table) -> list[int]:
+    """Sorted positions of the base files whose replay key (path, DV id) an action of the
+    new commits has. Paths are matched in Arrow first; only those few candidates are
+    keyed, with the same SQL as the commits' keys (no Arrow table is registered: that
+    would import pandas)."""
+    keys = [
+        k
+        for (k,) in con.execute(
+            f"SELECT DISTINCT key FROM {COMMITS} WHERE key IS NOT NULL"
+        ).fetchall()
+    ]
+    if not keys or base.num_rows == 0:
+        return []
+    hit = pc.is_in(base.column("path"), value_set=pa.array(keys, pa.string()))
+    positions = [int(p) for p in pc.indices_nonzero(hit).to_pylist() if p is not None]
+    if not positions:
+        return []
+    rows = base.select(["path", "deletion_vector"]).take(positions).to_pylist()
+    values = ", ".join(
+        f"({pos}, {_lit(r['path'])}, {_lit((r['deletion_vector'] or {}).get('storageType'))}, "
+        f"{_lit((r['deletion_vector'] or {}).get('pathOrInlineDv'))}, "
+        f"{_int((r['deletion_vector'] or {}).get('offset'))})"
+        for pos, r in zip(positions, rows, strict=True)
+    )
+    dv = 'struct_pack(storageType := st, pathOrInlineDv := pid, "offset" := off)'
+    key = key_hash_sql("path", dv_unique_id_sql(dv))
+    found = con.execute(
+        f"SELECT pos FROM (SELECT CAST(pos AS BIGINT) AS pos, CAST(path AS VARCHAR) AS path, "
+        f"CAST(st AS VARCHAR) AS st, CAST(pid AS VARCHAR) AS pid, CAST(off AS INTEGER) AS off "
+        f"FROM (VALUES {values}) AS t(pos, path, st, pid, off)) "
+        f"WHERE {key} IN (SELECT h FROM {COMMIT_KEYS} WHERE h IS NOT NULL)"
+    ).fetchall()
+    return sorted(int(pos) for (pos,) in found)
+
+
+def _lit(text: str | None) -> str:
+    return "NULL" if text is None else "'" + str(text).replace("'", "''") + "'"
+
+
+def _int(value: int | None) -> str:
+    return "NULL" if value is None else str(int(value))
+
+
+def _without_rows(table: pa.Table, gone: list[int]) -> pa.Table:
+    """``table`` without the rows at the sorted positions ``gone``: zero-copy slices
+    between them when they are few, a filter otherwise."""
+    if not gone:
+        return table
+    if len(gone) > 1024:
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[np.asarray(gone, dtype=np.int64)] = False
+        return table.filter(pa.array(keep))
+    pieces, start = [], 0
+    for pos in gone:
+        if pos > start:
+            pieces.append(table.slice(start, pos - start))
+        start = pos + 1
+    pieces.append(table.slice(start))
+    return pa.concat_tables(pieces)
+
+
+__all__ = [
+    "CACHE_MAX_BYTES",
+    "CACHE_MAX_TABLES",
+    "INCREMENTAL_MAX_COMMITS",
+    "forget",
+    "latest_state",
+    "update_state",
+]
