@@ -82,8 +82,10 @@ cannot either:
 - *Errors arrive wrapped*: a lakequery error raised on the driver's planner worker or on
   an executor reaches the caller as Spark's exception whose text holds the lakequery
   class and message. :func:`lakequery_errors` turns it back into that class.
-- *No streaming* (``readStream``/``writeStream``) from this source, and no ``CREATE
-  TABLE ... USING lakequery`` in a catalog.
+- *No* ``CREATE TABLE ... USING lakequery`` in a catalog. Streaming
+  (``readStream``/``writeStream``) works: see :mod:`lakequery.spark.datasource_stream`
+  for its semantics and what PySpark's streaming API limits (rate limits from the second
+  micro-batch on; ``Trigger.AvailableNow`` in one micro-batch).
 
 Prefer :func:`lakequery.spark.read` (a native Spark DataFrame over Spark's own Parquet
 reader) for anything large or column-selective: it prunes columns, keeps Spark's

@@ -11,6 +11,13 @@ from pyspark.sql.types import StructType as SparkStruct
 
 from lakequery.spark.datasource_options import SOURCE_NAME, read_options, write_options
 from lakequery.spark.datasource_read import DeltaReader, Pin, output_columns, resolve
+from lakequery.spark.datasource_stream import (
+    DeltaStreamReader,
+    DeltaStreamWriter,
+    stream_read_options,
+    stream_schema,
+    stream_writer,
+)
 from lakequery.spark.datasource_write import DeltaWriter, plan
 
 
@@ -32,8 +39,19 @@ class LakeQueryDataSource(DataSource):  # type: ignore[misc]  # pyspark is untyp
         return SOURCE_NAME
 
     def schema(self) -> SparkStruct:
-        """The table's logical schema (or the change feed's), at the version read."""
-        pin, schema = resolve(read_options(self.options))
+        """The table's logical schema (or the change feed's), at the version read.
+
+        Spark does not say whether a read is a stream: options only a stream takes
+        (``maxFilesPerTrigger``, a change feed without a starting version, ...) make
+        this the stream's schema (the latest version's)."""
+        try:
+            options = read_options(self.options)
+        except ValueError as batch_error:
+            try:
+                return stream_schema(stream_read_options(self.options))
+            except ValueError:
+                raise batch_error from None
+        pin, schema = resolve(options)
         self._pin = pin
         return schema
 
@@ -47,6 +65,12 @@ class LakeQueryDataSource(DataSource):  # type: ignore[misc]  # pyspark is untyp
 
     def writer(self, schema: SparkStruct, overwrite: bool) -> DeltaWriter:
         return DeltaWriter(plan(write_options(self.options, overwrite=overwrite), schema))
+
+    def streamReader(self, schema: SparkStruct) -> DeltaStreamReader:
+        return DeltaStreamReader(stream_read_options(self.options), schema, type(self).parallelism)
+
+    def streamWriter(self, schema: SparkStruct, overwrite: bool) -> DeltaStreamWriter:
+        return stream_writer(self.options, schema, overwrite)
 
 
 __all__ = ["LakeQueryDataSource"]

@@ -1,0 +1,369 @@
+"""Spark Structured Streaming through the ``lakequery`` data source.
+
+Reading (``spark.readStream.format("lakequery")``): offsets are
+:class:`~lakequery.streaming.StreamOffset` values as dicts, so the semantics are those
+of :meth:`lakequery.DeltaTable.stream`: the table's snapshot first (unless
+``startingVersion``/``startingTimestamp``), then each commit's appended files in version
+order, OPTIMIZE passed over, a commit that removes data refused (naming its version)
+unless ``ignoreDeletes`` / ``skipChangeCommits``, or the change rows with
+``readChangeFeed``. Each micro-batch's files between two offsets are planned on the
+driver with :func:`lakequery.streaming.source.stream` and cut into read tasks exactly as a
+batch read's (:func:`~lakequery.spark.datasource_read.plan_partitions`); executors read
+them with lakequery's Arrow engine, deletion vectors applied.
+
+PySpark 4.1's Python stream reader is not told the batch's start when Spark asks for
+the latest offset (Spark asks for it before it asks a new query's initial offset), so
+``maxFilesPerTrigger`` / ``maxBytesPerTrigger`` are applied from the end of the
+micro-batch Spark planned last: the first micro-batch of a query (new or restarted)
+takes everything committed, later ones respect the limits. ``Trigger.AvailableNow`` reads everything
+committed when the query starts in ONE micro-batch: Spark applies a Python source's
+limits only on a running query.
+
+Writing (``df.writeStream.format("lakequery")``, output mode ``append``): tasks write
+Parquet files as a batch write's do; Spark's commit of micro-batch ``n`` commits them as
+ONE table version carrying ``txn(appId, version=n)``. ``appId`` is the streaming query's
+id, read from the ``metadata`` file in ``checkpointLocation`` (the id survives restarts
+with the same checkpoint), or the ``txnAppId`` option. A micro-batch that Spark replays
+after a crash between the table commit and its own checkpoint commit finds its
+``txn`` version in the table and commits nothing: no row is written twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType as SparkStruct
+
+from lakequery.spark.conform import conform_batch
+from lakequery.spark.datasource_options import (
+    DEFAULT_MAX_PARTITION_BYTES,
+    _bool,
+    _check_known,
+    _int,
+    _json_object,
+    _lowered,
+    _path,
+    write_options,
+)
+from lakequery.spark.datasource_read import (
+    FilesPartition,
+    output_columns,
+    plan_partitions,
+    read_partition,
+)
+from lakequery.spark.datasource_write import AddedFiles, DeltaWriter, PlannedWrite
+from lakequery.spark.schema import logical_schema
+
+if TYPE_CHECKING:
+    from lakequery.streaming import StreamOffset
+    from lakequery.table import DeltaTable
+
+log = logging.getLogger("lakequery.spark")
+
+_STREAM_READ = {
+    name.lower(): name
+    for name in (
+        "path",
+        "storage_options",
+        "startingVersion",
+        "startingTimestamp",
+        "maxFilesPerTrigger",
+        "maxBytesPerTrigger",
+        "ignoreDeletes",
+        "skipChangeCommits",
+        "readChangeFeed",
+        "maxPartitionBytes",
+    )
+}
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    """A streaming read's options (names as in delta-spark, case-insensitive)."""
+
+    uri: str
+    storage_options: dict[str, Any] | None = None
+    starting_version: int | None = None
+    starting_timestamp: str | None = None
+    max_files: int | None = None
+    max_bytes: int | None = None
+    ignore_deletes: bool = False
+    skip_change_commits: bool = False
+    change_feed: bool = False
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+
+    def table(self) -> DeltaTable:
+        from lakequery.table import DeltaTable
+
+        return DeltaTable(self.uri, storage_options=self.storage_options)
+
+
+def stream_read_options(options: Mapping[str, str]) -> StreamReadOptions:
+    """Parses a streaming read's options.
+
+    Raises:
+        ValueError: an unknown option, a malformed value or a contradiction.
+    """
+    opts = _lowered(options)
+    _check_known(opts, _STREAM_READ, "streaming read")
+    out = StreamReadOptions(
+        uri=_path(opts),
+        storage_options=_json_object(opts, "storage_options", "storage_options"),
+        starting_version=_int(opts, "startingversion", "startingVersion"),
+        starting_timestamp=(opts.get("startingtimestamp") or "").strip() or None,
+        max_files=_int(opts, "maxfilespertrigger", "maxFilesPerTrigger"),
+        max_bytes=_int(opts, "maxbytespertrigger", "maxBytesPerTrigger"),
+        ignore_deletes=_bool(opts, "ignoredeletes", "ignoreDeletes"),
+        skip_change_commits=_bool(opts, "skipchangecommits", "skipChangeCommits"),
+        change_feed=_bool(opts, "readchangefeed", "readChangeFeed"),
+        max_partition_bytes=_int(opts, "maxpartitionbytes", "maxPartitionBytes")
+        or DEFAULT_MAX_PARTITION_BYTES,
+    )
+    if out.starting_version is not None and out.starting_timestamp is not None:
+        raise ValueError("pass startingVersion or startingTimestamp, not both")
+    for name, value in (
+        ("maxFilesPerTrigger", out.max_files),
+        ("maxBytesPerTrigger", out.max_bytes),
+    ):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be positive, not {value}")
+    return out
+
+
+def stream_schema(options: StreamReadOptions) -> SparkStruct:
+    """The DataFrame schema of a stream: the table's latest logical schema, plus the
+    change columns with ``readChangeFeed``."""
+    from lakequery.cdf import CHANGE_COLUMNS, _change_metadata
+
+    snap = options.table().snapshot()
+    meta = snap.metadata
+    names = [f.name for f in meta.schema]
+    if not options.change_feed:
+        return logical_schema(meta.schema, names)
+    feed = _change_metadata(meta, snap.column_mapping_mode, False)
+    return logical_schema(feed.schema, [*names, *CHANGE_COLUMNS])
+
+
+class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspark is untyped here
+    """Micro-batches of a table for Structured Streaming (see the module's docs)."""
+
+    def __init__(self, options: StreamReadOptions, schema: SparkStruct, parallelism: int) -> None:
+        self.options = options
+        self.schema_json = schema.json()
+        self.parallelism = parallelism
+        #: the end offset handed out last (None until this reader handed one out)
+        self._last: dict[str, Any] | None = None
+
+    def _schema(self) -> SparkStruct:
+        return SparkStruct.fromJson(json.loads(self.schema_json))
+
+    def _stream_args(self) -> dict[str, Any]:
+        o = self.options
+        return {
+            "ignore_deletes": o.ignore_deletes,
+            "skip_change_commits": o.skip_change_commits,
+            "read_change_feed": o.change_feed,
+        }
+
+    def initialOffset(self) -> dict[str, Any]:
+        from lakequery.cdf import _resolve_range
+        from lakequery.streaming.source import start_offset
+
+        o, dt = self.options, self.options.table()
+        version = o.starting_version
+        if o.starting_timestamp is not None:
+            version = _resolve_range(dt, None, None, o.starting_timestamp, None).start
+        return _as_dict(start_offset(dt, version))
+
+    def latestOffset(self) -> dict[str, Any]:
+        from lakequery.streaming import StreamOffset
+        from lakequery.streaming.source import latest_offset, stream
+
+        o, dt = self.options, self.options.table()
+        if self._last is None:  # the first micro-batch: Spark knows its start, not us
+            snap = dt.snapshot()
+            end = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)
+        elif o.max_files is None and o.max_bytes is None:
+            end = latest_offset(dt, StreamOffset.parse(self._last))
+        else:
+            first = next(
+                iter(
+                    stream(
+                        dt,
+                        starting_offset=self._last,
+                        max_files_per_batch=o.max_files,
+                        max_bytes_per_batch=o.max_bytes,
+                        **self._stream_args(),
+                    )
+                ),
+                None,
+            )
+            end = first.offset if first is not None else StreamOffset.parse(self._last)
+            if first is None:  # nothing to deliver: move past commits that hold no files
+                end = max(end, latest_offset(dt, end))
+        self._last = _as_dict(end)
+        return self._last
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FilesPartition]:  # type: ignore[override]
+        from lakequery.streaming.source import stream
+
+        self._last = end  # where the next micro-batch starts
+        if start == end:
+            return []
+        dt = self.options.table()
+        requested = self._schema()
+        batches = list(
+            stream(
+                dt,
+                starting_offset=start,
+                ending_offset=end,
+                **self._stream_args(),
+            )
+        )
+        scans = [s for b in batches for s in b._scan.scans if s.plan().num_files]
+        if not scans:
+            return []
+        meta = scans[0].snapshot.metadata
+        columns = output_columns(requested, logical_schema(meta.schema, scans[0].columns))
+        return plan_partitions(
+            scans,
+            columns,
+            None,
+            parallelism=self.parallelism,
+            max_partition_bytes=self.options.max_partition_bytes,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, FilesPartition):
+            return
+        target = to_arrow_schema(self._schema())
+        for batch in read_partition(partition, self.options.uri, self.options.storage_options):
+            if batch.num_rows:
+                yield conform_batch(batch, target)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the table is read, never consumed."""
+
+
+def _as_dict(offset: StreamOffset) -> dict[str, Any]:
+    return json.loads(offset.to_json())  # type: ignore[no-any-return]
+
+
+# -- the sink --------------------------------------------------------------------------------
+
+
+def query_app_id(options: Mapping[str, str]) -> str:
+    """The ``txn`` app id of a streaming write: ``txnAppId``, else the query id stored in
+    ``<checkpointLocation>/metadata``."""
+    opts = _lowered(options)
+    given = (opts.get("txnappid") or "").strip()
+    if given:
+        return given
+    location = (opts.get("checkpointlocation") or "").strip()
+    if not location:
+        raise ValueError(
+            "a lakequery streaming write needs .option('checkpointLocation', ...) (its "
+            "query id makes each micro-batch's commit idempotent) or .option('txnAppId', ...)"
+        )
+    from lakequery.storage import open_storage
+
+    storage = open_storage(location, _json_object(opts, "storage_options", "storage_options"))
+    try:
+        doc = json.loads(storage.read(storage.join("metadata")).decode().splitlines()[0])
+    except Exception as exc:
+        raise ValueError(
+            f"cannot read the streaming query's id from {location!r}/metadata: {exc}"
+        ) from exc
+    return str(doc["id"])
+
+
+class DeltaStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]  # pyspark is untyped here
+    """Appends each micro-batch as one table version with ``txn(appId, batchId)``.
+
+    The write is planned when the query starts; tasks write files with that plan. A
+    commit plans again when the table did not exist then (the first micro-batch created
+    it), so later micro-batches append instead of creating it again.
+    """
+
+    def __init__(
+        self, planned: PlannedWrite, app_id: str, options: dict[str, str], schema_json: str
+    ) -> None:
+        self.planned = planned
+        self.app_id = app_id
+        self.options = options
+        self.schema_json = schema_json
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> AddedFiles:
+        """Writes the task's rows (executor); nothing is committed here."""
+        return DeltaWriter(self.planned).write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        """Commits micro-batch ``batchId`` unless the table already has it (driver)."""
+        from lakequery.errors import TableNotFoundError
+        from lakequery.spark.datasource_write import plan
+        from lakequery.table import DeltaTable
+
+        dt = DeltaTable(self.planned.uri, storage_options=self.planned.storage_options)
+        try:
+            done = dt.snapshot().txns.get(self.app_id, -1)
+        except TableNotFoundError:
+            done = None
+        if done is not None and done >= batchId:
+            log.info(
+                "micro-batch %d of %s is already in %s (txn version %d): not committed again",
+                batchId,
+                self.app_id,
+                self.planned.uri,
+                done,
+            )
+            return
+        planned = self.planned
+        if done is not None and planned.read_version is None:  # created meanwhile
+            schema = SparkStruct.fromJson(json.loads(self.schema_json))
+            planned = replace(
+                plan(write_options(self.options, overwrite=False), schema), state=planned.state
+            )
+        DeltaWriter(replace(planned, app_id=self.app_id, app_version=int(batchId))).commit(messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        DeltaWriter(self.planned).abort(messages)
+
+
+def stream_writer(
+    options: Mapping[str, str], schema: SparkStruct, overwrite: bool
+) -> DeltaStreamWriter:
+    """Plans a streaming write (driver, once per query start)."""
+    from lakequery.spark.datasource_write import plan
+
+    if overwrite:
+        raise ValueError(
+            "a lakequery streaming write supports outputMode('append') only (each "
+            "micro-batch is appended as one version)"
+        )
+    app_id = query_app_id(options)
+    rest = {k: v for k, v in options.items() if k.lower() not in ("checkpointlocation", "txnappid")}
+    planned = plan(write_options(rest, overwrite=False), schema)
+    return DeltaStreamWriter(planned, app_id, rest, schema.json())
+
+
+__all__ = [
+    "DeltaStreamReader",
+    "DeltaStreamWriter",
+    "StreamReadOptions",
+    "query_app_id",
+    "stream_read_options",
+    "stream_schema",
+    "stream_writer",
+]

@@ -1,0 +1,180 @@
+"""Spark Structured Streaming through the ``lakequery`` data source (issue 13, item 3):
+``readStream`` with delta-spark's semantics, ``writeStream`` with one idempotent commit
+per micro-batch, ``Trigger.AvailableNow``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakequery as lq
+from lakequery.spark.datasource import register
+
+DV = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+
+
+@pytest.fixture
+def source(spark: Any, tmp_path: Path) -> str:
+    register(spark)
+    uri = str(tmp_path / "a")
+    lq.write(
+        uri, pa.table({"id": pa.array(range(10), pa.int64()), "v": ["x"] * 10}), configuration=DV
+    )
+    return uri
+
+
+def _append(uri: str, start: int, n: int = 5) -> None:
+    t = pa.table({"id": pa.array(range(start, start + n), pa.int64()), "v": ["y"] * n})
+    lq.write(uri, t, mode="append")
+
+
+def _run_available_now(spark: Any, src: str, dst: str, checkpoint: Path, **options: str) -> Any:
+    reader = spark.readStream.format("lakequery")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load(src)
+        .writeStream.format("lakequery")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(dst)
+    )
+    query.awaitTermination(300)
+    if query.exception() is not None:
+        raise query.exception()
+    return query
+
+
+def _ids(uri: str) -> list[int]:
+    return sorted(lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow()["id"].to_pylist())
+
+
+def test_a_to_b_twice_with_one_checkpoint(spark: Any, source: str, tmp_path: Path) -> None:
+    """A streaming query copies table A into table B; run again after more appends to A
+    with the same checkpoint, B equals A and holds no row twice; each micro-batch is one
+    version of B with the query's txn."""
+    dst, ck = str(tmp_path / "b"), tmp_path / "ck"
+    lq.DeltaTable(source).delete("id = 3")  # a DV: the snapshot must not deliver row 3
+    query = _run_available_now(spark, source, dst, ck)
+    assert _ids(dst) == _ids(source)
+    _append(source, 100)
+    _append(source, 200)
+    again = _run_available_now(spark, source, dst, ck)
+    assert again.id == query.id  # the same query, resumed from its checkpoint
+    assert _ids(dst) == _ids(source)
+    assert len(_ids(dst)) == len(set(_ids(dst)))
+    snap = lq.DeltaTable(dst).snapshot()
+    assert snap.txns == {str(query.id): snap.txns[str(query.id)]}
+    history = lq.DeltaTable(dst).history()
+    assert {e.operation for e in history} <= {"CREATE TABLE", "WRITE"}
+
+
+def test_a_replayed_micro_batch_commits_nothing(spark: Any, source: str, tmp_path: Path) -> None:
+    """The sink dies after its table commit but before Spark records the micro-batch as
+    done (simulated by removing Spark's commit record): Spark replays the batch, its
+    files are written again, and the txn in the table makes the commit a no-op."""
+    dst, ck = str(tmp_path / "b"), tmp_path / "ck"
+    _run_available_now(spark, source, dst, ck)
+    version = lq.DeltaTable(dst).snapshot().version
+    commits = sorted((ck / "commits").iterdir())
+    assert commits, "Spark recorded no micro-batch"
+    last = commits[-1]
+    last.unlink()
+    crc = last.parent / f".{last.name}.crc"
+    if crc.exists():
+        crc.unlink()
+    _run_available_now(spark, source, dst, ck)  # replays the last micro-batch
+    assert lq.DeltaTable(dst).snapshot().version == version  # nothing committed again
+    assert _ids(dst) == list(range(10))
+
+
+def test_read_stream_semantics(spark: Any, source: str, tmp_path: Path) -> None:
+    """maxFilesPerTrigger cuts micro-batches (inside one commit too) after the first; OPTIMIZE delivers nothing;
+    a DELETE stops the query naming its version unless skipChangeCommits;
+    readChangeFeed streams the change rows."""
+    _append(source, 100)
+    out = str(tmp_path / "out")
+    # Trigger.AvailableNow takes one micro-batch for a Python source (no admission
+    # control in PySpark 4.1); a running query honours maxFilesPerTrigger from its second
+    # micro-batch on (see lakequery.spark.datasource_stream)
+    q = (
+        spark.readStream.format("lakequery")
+        .option("maxFilesPerTrigger", 8)
+        .option("startingVersion", 1)
+        .load(source)
+        .writeStream.format("lakequery")
+        .option("checkpointLocation", str(tmp_path / "ck1"))
+        .start(out)
+    )
+    try:
+        q.processAllAvailable()
+        # one commit of 20 one-row files: the query sees it whole, whenever it polls
+        more = pa.table({"id": pa.array(range(200, 220), pa.int64()), "v": ["z"] * 20})
+        lq.write(source, more, mode="append", target_file_size=1)
+        lq.DeltaTable(source).optimize()
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert lq.DeltaTable(source).history()[0].operation == "OPTIMIZE"
+    assert _ids(out) == [*range(100, 105), *range(200, 220)]  # OPTIMIZE delivered nothing
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [5, 8, 8, 4]
+    # a DELETE after the start: the stream cannot go past it
+    start = lq.DeltaTable(source).snapshot().version + 1
+    _append(source, 500)
+    lq.DeltaTable(source).delete("id = 500")
+    _append(source, 600)
+    with pytest.raises(Exception, match=f"StreamError|version {start + 1}"):
+        _run_available_now(
+            spark, source, str(tmp_path / "o2"), tmp_path / "ck2", startingVersion=str(start)
+        )
+    skipped = str(tmp_path / "o3")
+    _run_available_now(
+        spark,
+        source,
+        skipped,
+        tmp_path / "ck3",
+        startingVersion=str(start),
+        skipChangeCommits="true",
+    )
+    assert _ids(skipped) == [500, 501, 502, 503, 504, 600, 601, 602, 603, 604]
+    feed = (
+        spark.readStream.format("lakequery")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .load(source)
+    )
+    rows: list[Any] = []
+    q = (
+        feed.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ck4"))
+        .start()
+    )
+    q.awaitTermination(300)
+    changes = sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in rows)
+    assert (start + 1, "delete", 500) in changes
+    assert sum(1 for c in changes if c[1] == "insert") == 10
+
+
+def test_a_stream_write_needs_append_and_a_query_id(
+    spark: Any, source: str, tmp_path: Path
+) -> None:
+    df = spark.readStream.format("lakequery").load(source)
+    with pytest.raises(Exception, match="append"):
+        q = (
+            df.groupBy("v")
+            .count()
+            .writeStream.format("lakequery")
+            .outputMode("complete")
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start(str(tmp_path / "agg"))
+        )
+        q.awaitTermination(120)
+        if q.exception() is not None:
+            raise q.exception()
+    shutil.rmtree(tmp_path / "ck", ignore_errors=True)
