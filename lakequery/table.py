@@ -317,7 +317,10 @@ class DeltaTable:
         )
 
     def _latest_without_files(self) -> TableState:
-        """The latest protocol and metadata, without replaying the live files."""
+        """The latest protocol and metadata: the kept latest snapshot's state brought up to
+        date when there is one (one LIST), else a replay without the live files."""
+        if self._latest is not None:
+            return self._latest_snapshot()._state
         return load_state(self.storage, None, with_files=False)
 
     def changes(
