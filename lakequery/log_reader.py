@@ -154,6 +154,11 @@ class LogReader:
             else:
                 self._create("VIEW", COMMITS, self._keyed(self._empty_sql_where_false()))
 
+    @property
+    def small(self) -> bool:
+        """Whether every relation :meth:`load` made is a small materialised table."""
+        return self.materialized and self._created.get(CHECKPOINT) == "TABLE"
+
     def _create(self, kind: str, name: str, sql: str) -> None:
         self.con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {sql}")
         self._created[name] = kind

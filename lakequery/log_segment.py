@@ -209,6 +209,7 @@ def _replay_loaded(
                 partition_value_sql(key, t.name if isinstance(t, PrimitiveType) else "")
                 for _, key, t in partition_specs(metadata, protocol)
             ],
+            small=reader.small,
         )
         check_paths(con, files, root=storage.root)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}

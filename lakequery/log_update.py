@@ -209,6 +209,7 @@ def _apply(
         commits=COMMITS,
         checkpoint=CHECKPOINT,  # empty: the base plays the checkpoint's part below
         partition_sql=partition_sql,
+        small=reader.small,
     )
     check_paths(con, added, root=storage.root)
     files = _merge_files(con, state.files, added)

@@ -108,12 +108,16 @@ FILE_COLUMNS = (
 _WINNERS = "_lq_winners"
 
 
-def _winners(con: duckdb.DuckDBPyConnection, commit_keys: str) -> None:
+def _winners_sql(commit_keys: str) -> str:
     """Per key hash in the commits, the code ``2 * version + is_add`` of its newest action."""
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_WINNERS} AS SELECT h, max(version * 2 + is_add) AS code "
-        f"FROM {commit_keys} WHERE h IS NOT NULL GROUP BY h"
+    return (
+        f"SELECT h, max(version * 2 + is_add) AS code FROM {commit_keys} "
+        "WHERE h IS NOT NULL GROUP BY h"
     )
+
+
+def _winners(con: duckdb.DuckDBPyConnection, commit_keys: str) -> None:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_WINNERS} AS {_winners_sql(commit_keys)}")
 
 
 def _live_sql(checkpoint: str, commits: str, what: str, cols: str, extra: str = "") -> str:
@@ -142,6 +146,7 @@ def replay_files(
     commits: str,
     checkpoint: str,
     partition_sql: Sequence[str] = (),
+    small: bool = False,
 ) -> pa.Table:
     """The live files of a segment (digest §6), one row each, columns FILE_COLUMNS.
 
@@ -151,7 +156,9 @@ def replay_files(
     already one per key and survive unless a commit names their key; among the commits,
     the winner per key comes from a hash aggregate over the slim table. Only the winners'
     payloads are read out, with one column ``partition_raw_<i>`` per expression of
-    ``partition_sql`` (over ``add``: see :func:`partition_value_sql`).
+    ``partition_sql`` (over ``add``: see :func:`partition_value_sql`). ``small``: the
+    relations are small tables, so the winners are a common table expression of the same
+    statement rather than a temporary table of their own.
     """
     raw_parts = "".join(f", {expr} AS partition_raw_{i}" for i, expr in enumerate(partition_sql))
     cols = f"""key AS path, add.size AS size,
@@ -161,9 +168,14 @@ def replay_files(
         add.baseRowId AS base_row_id,
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags{raw_parts}"""
+    live = _live_sql(checkpoint, commits, "add", cols)
+    if small:  # one statement instead of three (create, read, drop); same winners
+        return _stream_to_arrow(
+            con, f"WITH {_WINNERS} AS MATERIALIZED ({_winners_sql(commit_keys)}) {live}"
+        )
     _winners(con, commit_keys)
     try:
-        return _stream_to_arrow(con, _live_sql(checkpoint, commits, "add", cols))
+        return _stream_to_arrow(con, live)
     finally:
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
