@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -53,3 +54,24 @@ def footer_row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:
 def footer_schemas(storage: Storage, paths: Sequence[str]) -> list[pa.Schema]:
     """The Arrow schema each data file stores (paths relative to the table root)."""
     return _read_footers(storage, paths, lambda md: md.schema.to_arrow_schema())
+
+
+#: ``add.tags`` key under which lakequery's writer records :func:`schema_fingerprint` of the
+#: data file it wrote. Files with equal fingerprints store the same Parquet schema (the
+#: same columns, physical and logical types, nesting and key-value metadata), so a reader
+#: needs to look at only one footer per fingerprint; files without the tag (other writers)
+#: are looked at one by one.
+SCHEMA_TAG = "lakequery.parquetSchema"
+
+
+def schema_fingerprint(metadata: pq.FileMetaData) -> str:
+    """A digest of everything in a footer that decides how a reader binds the file's
+    columns: the Parquet schema tree (names, repetition, physical and logical types with
+    their parameters, field ids) and the key-value metadata (e.g. ``ARROW:schema``)."""
+    text = str(metadata.schema)
+    if text.startswith("<"):  # pyarrow prefixes the object's repr (with its address)
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    digest = hashlib.sha256(text.encode())
+    for key, value in sorted((metadata.metadata or {}).items()):
+        digest.update(b"\0" + key + b"\0" + value)
+    return digest.hexdigest()[:32]

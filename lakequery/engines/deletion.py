@@ -39,6 +39,10 @@ def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
 
 def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.int64]]:
     """Location -> sorted deleted row positions, for every planned file with a DV."""
+    descriptors_column = plan.files.column("deletion_vector")
+    if descriptors_column.null_count == len(descriptors_column):
+        # no DVs: no compute call (the first compute call in a process imports pandas)
+        return {}
     mask = dv_mask(plan)
     if not pc.any(mask).as_py():
         return {}

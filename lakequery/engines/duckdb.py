@@ -28,11 +28,13 @@ from lakequery.engines.layout import (
     column_specs,
     file_groups,
     hive_layout,
+    require_local_files,
 )
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import duckdb_type, glob_literal, literal, quote_ident, quote_str
 from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
+from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
 
@@ -115,6 +117,27 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
     return bool(rows[0][0] == 1)
 
 
+def _schema_representatives(scan: Scan) -> list[str]:
+    """The planned files whose footers decide whether all files share one schema: the first
+    file of each :data:`~lakequery.parquet_footers.SCHEMA_TAG` fingerprint and every file
+    without one. Files with equal fingerprints store the same Parquet schema, so looking at
+    one of them is looking at all."""
+    plan = scan.plan()
+    locations = plan.location_list
+    tags = plan.files.column("tags")
+    if tags.null_count == len(tags):
+        return locations
+    seen: set[str] = set()
+    out = []
+    for loc, entries in zip(locations, tags.to_pylist(), strict=True):
+        fp = dict(entries).get(SCHEMA_TAG) if entries else None
+        if fp is None or fp not in seen:
+            out.append(loc)
+            if fp is not None:
+                seen.add(fp)
+    return out
+
+
 #: Above this many partition-value groups the files are read in one scan and joined with
 #: their partition values by file name, instead of one constant-folded scan per group.
 MAX_UNION_GROUPS = 64
@@ -174,10 +197,14 @@ class _Builder:
             if key in _SHARED_TYPES:
                 self.shared_types = _SHARED_TYPES[key]
             else:
-                files = self.files_sql(locations)
-                if _same_schema(con, files, locations):
+                # One footer per schema fingerprint the writer logged, every untagged file
+                check = _schema_representatives(scan)
+                if len(check) < len(locations):
+                    require_local_files(scan)  # what the skipped footer reads would catch
+                if _same_schema(con, self.files_sql(check), check):
+                    first = self.files_sql(check[:1])
                     self.shared_types = _bind_types(
-                        con, f"read_parquet({files}, hive_partitioning=false)", locations
+                        con, f"read_parquet({first}, hive_partitioning=false)", check
                     )
                 _remember(key, self.shared_types)
 
@@ -348,11 +375,10 @@ def duckdb_relation(
         return con.from_arrow(ArrowStream(scan))
     builder = _Builder(scan, con, row_ids)
     partition_names = [s.name for s in specs if s.partition]
-    groups = file_groups(plan, partition_names)
     out_cols = ", ".join(quote_ident(c) for c in scan.columns)
     if row_ids:
         out_cols = ", ".join(filter(None, (out_cols, ROW_FILE_COLUMN, ROW_NUMBER_COLUMN)))
-    if not groups:
+    if plan.num_files == 0:
         empty = ", ".join(
             [f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs]
             + (
@@ -366,11 +392,14 @@ def duckdb_relation(
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
     layout = "literal"
-    if partition_names and builder.hive_ok() and hive_layout(scan, groups):
-        layout = "hive"
-    elif len(groups) > MAX_UNION_GROUPS:
-        layout = "join"
-        builder.register_partitions()
+    if partition_names and builder.hive_ok() and hive_layout(scan):
+        layout = "hive"  # one scan of all files: no need to group them
+        groups = [FileGroup({}, plan.location_list)]
+    else:
+        groups = file_groups(plan, partition_names)
+        if len(groups) > MAX_UNION_GROUPS:
+            layout = "join"
+            builder.register_partitions()
     deleted = deleted_rows(plan, storage)
     branches = _branches(groups, deleted, layout)
     if deleted:

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -113,26 +113,38 @@ def _hive_text(value: Any, typ: pa.DataType) -> str | None:
     return text if _HIVE_SAFE.match(text) else None
 
 
-def hive_layout(scan: Scan, groups: list[FileGroup]) -> bool:
+def hive_layout(scan: Scan, groups: Sequence[FileGroup] | None = None) -> bool:
     """True when every planned file sits in ``col=value/...`` directories (partition columns
     in order) that spell exactly its partition values from the log, so an engine's Hive
     reader yields the same values as the literals would — checked, never assumed (digest
-    §2.1: the log is the truth). Only plain values qualify (no nulls, nothing escaped)."""
+    §2.1: the log is the truth). Only plain values qualify (no nulls, nothing escaped).
+
+    One pass over the plan's files in plain Python (string operations per file; no
+    grouping needed): ``groups`` is accepted for callers that have them and not used."""
+    del groups
     snap = scan.snapshot
     names = snap.partition_columns
-    if not names or not groups:
+    plan = scan.plan()
+    if not names or plan.num_files == 0:
         return False
     types = {f.name: f.type for f in snap.schema}
-    root = snap.storage.root + "/"
-    for group in groups:
-        texts = [_hive_text(group.values.get(n), types[n]) for n in names]
+    parts = cast(pa.StructArray, plan.files.column("partition_values").combine_chunks())
+    columns = []
+    for n in names:
+        typ = types[n]
+        if not _hive_type_ok(typ):
+            return False
+        # StructArray.field: no compute options (whose first use imports pandas, ~0.25 s)
+        values = parts.field(n) if parts.null_count == 0 else pc.struct_field(parts, n)
+        if values.null_count:
+            return False
+        texts = [_hive_text(v, typ) for v in values.to_pylist()]
         if any(t is None for t in texts):
-            return False
-        prefix = root + "/".join(f"{n}={t}" for n, t in zip(names, texts, strict=True)) + "/"
-        locations = pa.array(group.locations, pa.string())
-        if not pc.all(pc.starts_with(locations, prefix)).as_py():
-            return False
-        rest = pc.utf8_slice_codeunits(locations, len(prefix))
-        if pc.any(pc.match_substring(rest, "=")).as_py():
+            return False  # a value that does not spell plainly
+        columns.append([f"{n}={t}" for t in texts])
+    root = snap.storage.root + "/"
+    for location, *dirs in zip(plan.location_list, *columns, strict=True):
+        prefix = root + "/".join(dirs) + "/"
+        if not location.startswith(prefix) or "=" in location[len(prefix) :]:
             return False
     return True

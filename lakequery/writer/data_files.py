@@ -38,6 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakequery.errors import SchemaError, SchemaMismatchError
+from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.column_mapping import (
     physical_name,
     physical_schema,
@@ -446,6 +447,8 @@ class _Writer:
         if self.change_data:
             action["dataChange"] = False
         else:
+            # readers skip footer reads for files whose stored schema is known equal
+            action["tags"] = {SCHEMA_TAG: schema_fingerprint(out.writer.writer.metadata)}
             action["modificationTime"] = (
                 self.now_ms if self.now_ms is not None else int(time.time() * 1000)
             )

@@ -16,6 +16,7 @@ import pytest
 from writekit import make_state, schema_json
 
 from lakequery.errors import SchemaMismatchError
+from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.storage import open_storage
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.state import WriteState
@@ -46,6 +47,7 @@ def test_add_action_shape(root: str) -> None:
         "modificationTime",
         "dataChange",
         "stats",
+        "tags",
     }
     assert add["modificationTime"] == 42 and add["dataChange"] is True
     assert add["partitionValues"] == {}
@@ -53,6 +55,7 @@ def test_add_action_shape(root: str) -> None:
     file = Path(root) / add["path"]
     assert add["size"] == file.stat().st_size
     meta = pq.ParquetFile(file).metadata
+    assert add["tags"] == {SCHEMA_TAG: schema_fingerprint(meta)}
     assert meta.row_group(0).column(0).compression == "ZSTD"
 
 

@@ -1,0 +1,146 @@
+"""The schema fingerprint lakequery's writer logs in ``add.tags`` and what the DuckDB
+engine trusts it for: one footer read per fingerprint, every untagged file still looked at,
+so files storing other physical types are never read with the first file's types."""
+
+from __future__ import annotations
+
+import decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tablekit import TableKit
+
+import lakequery as lq
+from lakequery.engines import duckdb as duck
+from lakequery.errors import ObjectNotFoundError
+from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
+
+
+def _tags(uri: str) -> list[str | None]:
+    files = lq.DeltaTable(uri).snapshot().files()
+    return [dict(t or {}).get(SCHEMA_TAG) for t in files.column("tags").to_pylist()]
+
+
+def _footers_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records how many files each same-schema check looks at."""
+    seen: list[int] = []
+    real = duck._same_schema
+
+    def spy(con: Any, files: str, locations: list[str]) -> bool:
+        seen.append(len(locations))
+        return real(con, files, locations)
+
+    monkeypatch.setattr(duck, "_same_schema", spy)
+    duck._SHARED_TYPES.clear()
+    return seen
+
+
+def _rows(rel: Any) -> list[tuple[Any, ...]]:
+    return sorted(rel.fetchall())
+
+
+def test_writer_tags_each_file_with_its_footer_fingerprint(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"p": [1, 2, 3], "x": [1, 2, 3]}), partition_by="p")
+    tags = _tags(uri)
+    assert len(tags) == 3 and len(set(tags)) == 1 and tags[0] is not None
+    for path in lq.DeltaTable(uri).snapshot().files().column("path").to_pylist():
+        assert schema_fingerprint(pq.read_metadata(Path(uri) / path)) == tags[0]
+
+
+def test_fingerprint_tells_physical_types_apart() -> None:
+    def fp(table: pa.Table) -> str:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        return schema_fingerprint(pq.read_metadata(pa.BufferReader(sink.getvalue())))
+
+    base = fp(pa.table({"x": pa.array([1], pa.int64())}))
+    assert fp(pa.table({"x": pa.array([5, 6], pa.int64())})) == base  # data is not schema
+    assert fp(pa.table({"x": pa.array([1], pa.int32())})) != base
+    assert fp(pa.table({"y": pa.array([1], pa.int64())})) != base
+    assert fp(pa.table({"x": pa.array([1], pa.int64()), "z": [1]})) != base
+
+
+def test_tagged_files_cost_one_footer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"p": np.arange(40) % 20, "x": np.arange(40)}), partition_by="p")
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    assert seen == [1]
+    assert rel.aggregate("count(*), sum(x), sum(p)").fetchall() == [(40, 780, 380)]
+
+
+@pytest.mark.parametrize("foreign_first", [False, True])
+def test_untagged_file_with_narrower_physical_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreign_first: bool
+) -> None:
+    """A file of another writer storing ``long``/``double``/``decimal`` columns as
+    int32/float32/a smaller scale is read with its own types, before or after the tagged
+    ones (read with the first file's types, the decimal would be rounded and a tagged
+    long beyond int32 would fail)."""
+    kit = TableKit(tmp_path / "t")
+    schema = pa.schema([("x", pa.int64()), ("v", pa.float64()), ("d", pa.decimal128(12, 4))])
+    big = 2**40
+    tagged = pa.table(
+        {
+            "x": pa.array([big, 2], pa.int64()),
+            "v": pa.array([0.5, 1.25], pa.float64()),
+            "d": pa.array(
+                [decimal.Decimal("1.2345"), decimal.Decimal("2.5")], pa.decimal128(12, 4)
+            ),
+        }
+    )
+    foreign = pa.table(
+        {
+            "x": pa.array([-(2**31)], pa.int32()),
+            "v": pa.array([0.1], pa.float32()),
+            "d": pa.array([decimal.Decimal("3.25")], pa.decimal128(5, 2)),
+        }
+    )
+    kit.create(schema)
+    if foreign_first:
+        kit.commit([kit.write_parquet(foreign)])
+    lq.write(kit.uri, tagged, mode="append")
+    lq.write(kit.uri, tagged.slice(1), mode="append")
+    if not foreign_first:
+        kit.commit([kit.write_parquet(foreign)])
+    tags = _tags(kit.uri)
+    assert tags.count(None) == 1 and len({t for t in tags if t}) == 1
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(kit.uri).snapshot().scan().to_duckdb()
+    assert seen == [2]  # one tagged file for both, and the foreign one
+    want = [
+        (-(2**31), float(np.float32(0.1)), decimal.Decimal("3.2500")),
+        (2, 1.25, decimal.Decimal("2.5000")),
+        (2, 1.25, decimal.Decimal("2.5000")),
+        (big, 0.5, decimal.Decimal("1.2345")),
+    ]
+    assert _rows(rel) == want
+
+
+def test_schema_evolution_between_tagged_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"x": [1, 2]}))
+    lq.write(uri, pa.table({"x": [3], "y": ["c"]}), mode="append", schema_mode="merge")
+    tags = _tags(uri)
+    assert len(set(tags)) == 2 and None not in tags
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    assert seen == [2]
+    assert _rows(rel) == [(1, None), (2, None), (3, "c")]
+
+
+def test_missing_tagged_file_is_reported(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"p": [1, 2], "x": [1, 2]}), partition_by="p")
+    path = lq.DeltaTable(uri).snapshot().files().column("path").to_pylist()[1]
+    (Path(uri) / path).unlink()
+    duck._SHARED_TYPES.clear()
+    with pytest.raises(ObjectNotFoundError, match=path.rsplit("/", 1)[-1]):
+        lq.DeltaTable(uri).snapshot().scan().to_duckdb()
