@@ -289,7 +289,10 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(scan.output_schema.empty_table())
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
+        # Hive columns only when partition columns are read: Polars refuses directories
+        # whose columns are missing from the Hive schema it is given
+        hive = any(s.partition for s in specs) and hive_layout(scan, groups)
+        if hive and not _stores_partition_columns(scan, groups):
             every = FileGroup({}, [loc for g in groups for loc in g.locations])
             frames = [_group_frame(scan, every, specs, phys, deletions, changes, hive=True)]
         else:
