@@ -6,7 +6,8 @@ of :meth:`lakequery.DeltaTable.stream`: the table's snapshot first (unless
 ``startingVersion``/``startingTimestamp``), then each commit's appended files in version
 order, OPTIMIZE passed over, a commit that removes data refused (naming its version)
 unless ``ignoreDeletes`` / ``skipChangeCommits``, or the change rows with
-``readChangeFeed``. Each micro-batch's files between two offsets are planned on the
+``readChangeFeed`` (which here needs ``startingVersion`` or ``startingTimestamp``).
+Each micro-batch's files between two offsets are planned on the
 driver with :func:`lakequery.streaming.source.stream` and cut into read tasks exactly as a
 batch read's (:func:`~lakequery.spark.datasource_read.plan_partitions`); executors read
 them with lakequery's Arrow engine, deletion vectors applied.
@@ -133,6 +134,12 @@ def stream_read_options(options: Mapping[str, str]) -> StreamReadOptions:
     )
     if out.starting_version is not None and out.starting_timestamp is not None:
         raise ValueError("pass startingVersion or startingTimestamp, not both")
+    if out.change_feed and out.starting_version is None and out.starting_timestamp is None:
+        # the starting snapshot as inserts would need the change columns added on the
+        # executors; DeltaTable.stream(read_change_feed=True) has it
+        raise ValueError(
+            "a streaming readChangeFeed from this source needs startingVersion or startingTimestamp"
+        )
     for name, value in (
         ("maxFilesPerTrigger", out.max_files),
         ("maxBytesPerTrigger", out.max_bytes),

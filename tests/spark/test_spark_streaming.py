@@ -163,6 +163,9 @@ def test_read_stream_semantics(spark: Any, source: str, tmp_path: Path) -> None:
 def test_a_stream_write_needs_append_and_a_query_id(
     spark: Any, source: str, tmp_path: Path
 ) -> None:
+    """A complete-mode sink and a change feed stream without a start are refused."""
+    with pytest.raises(Exception, match="needs startingVersion"):
+        spark.readStream.format("lakequery").option("readChangeFeed", "true").load(source)
     df = spark.readStream.format("lakequery").load(source)
     with pytest.raises(Exception, match="append"):
         q = (
