@@ -44,6 +44,7 @@ from lakequery.streaming.batch import StreamBatch, insert_constants
 from lakequery.streaming.offsets import StreamOffset
 
 if TYPE_CHECKING:
+    from lakequery.protocol.log_files import Listing
     from lakequery.scan import Scan
     from lakequery.snapshot import Snapshot
     from lakequery.table import DeltaTable
@@ -71,9 +72,8 @@ class _Commits:
     adding: set[int]  # versions with an add of dataChange=true
 
 
-def _read_commits(dt: DeltaTable, first: int, last: int) -> _Commits | None:
-    """The commits ``first..last`` parsed (None when the log has none of them yet)."""
-    listing = list_log(dt.storage, first)
+def _read_commits(dt: DeltaTable, listing: Listing, first: int, last: int) -> _Commits | None:
+    """The commits ``first..last`` of ``listing`` parsed (None when it has none of them)."""
     commits = [c for c in listing.commits if first <= c.version <= last]
     if not commits:
         return None
@@ -406,14 +406,21 @@ def stream(
     return _run(dt, opts, starting_version, offset, until, follow, poll_interval)
 
 
+def _start(dt: DeltaTable, starting_version: int | None) -> tuple[Snapshot, StreamOffset]:
+    """Where a stream starts, and the snapshot it starts from: the latest one, whose files
+    come first (no version given), or the one before the commit ``starting_version``
+    (version 0: its own)."""
+    if starting_version is None:
+        snap = dt.snapshot()
+        return snap, StreamOffset(snap.version, -1, True, snap.metadata.id)
+    snap = dt.snapshot(version=max(starting_version - 1, 0))
+    return snap, StreamOffset(starting_version, -1, False, snap.metadata.id)
+
+
 def start_offset(dt: DeltaTable, starting_version: int | None = None) -> StreamOffset:
     """Where a stream starts: the latest snapshot's files first (no version given), or
     the commit ``starting_version``."""
-    if starting_version is None:
-        snap = dt.snapshot()
-        return StreamOffset(snap.version, -1, True, snap.metadata.id)
-    snap = dt.snapshot(version=max(starting_version - 1, 0))
-    return StreamOffset(starting_version, -1, False, snap.metadata.id)
+    return _start(dt, starting_version)[1]
 
 
 def latest_offset(dt: DeltaTable, start: StreamOffset) -> StreamOffset:
@@ -435,11 +442,12 @@ def _run(
     poll_interval: float,
 ) -> Iterator[StreamBatch]:
     if offset is None:
-        offset = start_offset(dt, starting_version)
-    # the state the first commit streamed applies to (the snapshot's own, when it is read
-    # first; the version before a commit offset; version 0 for its own commit)
-    at = offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1
-    snap = dt.snapshot(version=max(at, 0))
+        snap, offset = _start(dt, starting_version)
+    else:
+        # the state the first commit streamed applies to (the snapshot's own, when it is
+        # read first; the version before a commit offset; version 0 for its own commit)
+        at = offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1
+        snap = dt.snapshot(version=max(at, 0))
     if snap.metadata.id != offset.table_id:
         raise StreamError(
             dt.uri, f"the offset belongs to table {offset.table_id!r}, not to this one"
@@ -453,11 +461,12 @@ def _run(
         offset = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)
     next_version = offset.version
     while True:
-        latest = list_log(dt.storage, next_version).latest_version
+        listing = list_log(dt.storage, next_version)
+        latest = listing.latest_version
         if latest is not None and last is not None:
             latest = min(latest, last)
         if latest is not None and latest >= next_version:
-            commits = _read_commits(dt, next_version, latest)
+            commits = _read_commits(dt, listing, next_version, latest)
             if commits is not None:
                 for batch in s.commit_batches(commits, offset):
                     yield batch
