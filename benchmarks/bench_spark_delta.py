@@ -40,7 +40,6 @@ CLI::
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -60,37 +59,13 @@ OPS = ("delete", "update", "merge", "zorder", "write")
 
 
 def make_session(memory: str) -> Any:
-    """Spark with delta-spark's jars (``make delta-jars`` fetches them), loopback only."""
+    """Spark with delta-spark's jars (``make delta-jars`` fetches them), set up as the
+    test suite's (loopback only, ``local[2]``, a snapshot's state in 2 partitions: tuned
+    for one machine), with ``memory`` for the driver."""
     sys.path.insert(0, str(REPO / "tests" / "delta_spark"))
-    from pyspark.sql import SparkSession
-    from sparkkit import delta_jars  # the test suite's jar locator: one list of jars
+    from sparkkit import delta_session  # the test suite's session: one set of settings
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakequery-bench-spark-delta")
-        .config("spark.jars", ",".join(str(j) for j in delta_jars()))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.driver.memory", memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # tuned for one machine, as the test suite does: a snapshot's state is rebuilt in
-        # 2 partitions, not 50 (the default, sized for clusters, dominates small tables)
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return delta_session("lakequery-bench-spark-delta", **{"spark.driver.memory": memory})
 
 
 def _copy(src: Path, dst: Path) -> str:

@@ -13,14 +13,12 @@ nothing here skips.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from lq_tables import BUILDERS
-from sparkkit import delta_jars
+from sparkkit import delta_session
 
 
 @pytest.fixture(scope="session")
@@ -30,38 +28,16 @@ def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     Session time zone UTC; VACUUM's retention check is off so tests may vacuum with a short
     retention; Python workers run this interpreter.
     """
-    jars = delta_jars()
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakequery-delta-spark-tests")
-        .config("spark.jars", ",".join(str(j) for j in jars))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        # tiny tables: rebuilding a snapshot's state in 50 shuffle partitions (the default)
-        # dominates each read
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        # VACUUM lists files in this many tasks (default 10,000: a minute per VACUUM)
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-        .getOrCreate()
+    session = delta_session(
+        "lakequery-delta-spark-tests",
+        **{
+            "spark.sql.warehouse.dir": str(warehouse),
+            "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+            # VACUUM lists files in this many tasks (default 10,000: a minute per VACUUM)
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

@@ -49,6 +49,41 @@ def delta_jars() -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 
+def delta_session(app: str, **conf: str) -> Any:
+    """A local Spark session (``local[2]``, loopback only, no UI) with Spark's own Delta
+    Lake: the jars of :func:`delta_jars`, its SQL extension and catalog, session time zone
+    UTC, Arrow on, 2 shuffle partitions and a snapshot's state rebuilt in 2 partitions
+    (the default 50 dominates small tables on one machine). Python workers run this
+    interpreter. ``conf`` adds or overrides settings."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # never bind to another interface
+    settings = {
+        "spark.jars": ",".join(str(j) for j in delta_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.databricks.delta.snapshotPartitions": "2",
+    } | conf
+    builder = SparkSession.builder.master("local[2]").appName(app)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 def _norm(v: Any) -> Any:
     """A value in a form that compares equal across the two readers' Arrow types."""
     if isinstance(v, float):
@@ -109,6 +144,19 @@ def spark_read(
     df = reader.load(uri)
     if where is not None:
         df = df.where(where)
+    out: pa.Table = df.toArrow()
+    return out
+
+
+def spark_changes(spark: Any, uri: str, start: int, end: int) -> pa.Table:
+    """Spark-Delta's change data feed of versions ``start..end``, as Arrow."""
+    df = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(uri)
+    )
     out: pa.Table = df.toArrow()
     return out
 

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
-from sparkkit import assert_same_rows, delta_sql, lq_engines, spark_read
+from sparkkit import assert_same_rows, delta_sql, lq_engines, spark_changes, spark_read
 
 import lakequery as lq
 import lakequery.spark as lqs
@@ -226,18 +225,6 @@ def test_every_version_agrees(
         ours["spark"] = lqs.read(delta_spark, uri, version=v).toArrow()
         for engine, table in ours.items():
             assert_same_rows(table, theirs, f"{kind} v{v} {engine}")
-
-
-def spark_changes(spark: Any, uri: str, start: int, end: int) -> pa.Table:
-    df = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-        .option("endingVersion", end)
-        .load(uri)
-    )
-    out: pa.Table = df.toArrow()
-    return out
 
 
 @pytest.mark.parametrize("kind", CDF_TABLES)

@@ -9,21 +9,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lq_tables import CDF_KINDS
-from sparkkit import assert_same_rows, delta_sql, spark_read
+from sparkkit import assert_same_rows, delta_sql, spark_changes, spark_read
 
 import lakequery as lq
-
-
-def spark_changes(spark: Any, uri: str, start: int, end: int) -> pa.Table:
-    df = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-        .option("endingVersion", end)
-        .load(uri)
-    )
-    out: pa.Table = df.toArrow()
-    return out
 
 
 @pytest.mark.parametrize("kind", CDF_KINDS)

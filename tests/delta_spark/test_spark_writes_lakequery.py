@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sparkkit import assert_same_rows, copy_table, delta_sql, lq_engines, spark_read
+from sparkkit import assert_same_rows, copy_table, delta_sql, lq_engines, spark_changes, spark_read
 
 import lakequery as lq
 from lakequery.errors import ConstraintViolationError, InvalidPathError
@@ -134,18 +134,6 @@ def check_lakequery_reads_like_spark(spark: Any, uri: str, what: str) -> None:
     expected = spark_read(spark, uri)
     for engine, table in lq_engines(uri).items():
         assert_same_rows(table, expected, f"{what} [{engine}]")
-
-
-def spark_changes(spark: Any, uri: str, start: int, end: int) -> pa.Table:
-    df = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-        .option("endingVersion", end)
-        .load(uri)
-    )
-    out: pa.Table = df.toArrow()
-    return out
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
