@@ -669,11 +669,15 @@ def test_file_names_with_glob_characters_are_literal(tmp_path: Path, name: str) 
 
 
 def test_polars_reads_a_hive_table_without_its_partition_columns(tmp_path: Path) -> None:
-    """Regression: a scan of a Hive-laid-out table that reads no partition column gives
-    Polars no Hive schema for the directories, so it must not ask Polars for Hive."""
+    """Regression: a scan of a Hive-laid-out table that reads no or only some partition
+    columns must still give Polars every directory key in its Hive schema."""
     uri = str(tmp_path / "t")
     t = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": ["p", "q", "p"], "i": [1, 1, 2]})
     lq.write(uri, t, partition_by=["s", "i"])
     scan = lq.DeltaTable(uri).snapshot().scan(columns=["id"], filter="id != 2")
     assert sorted(scan.to_polars().collect()["id"].to_list()) == [1, 3]
     assert sorted(scan.to_arrow()["id"].to_pylist()) == [1, 3]
+    # some partition columns but not all: the directories still name every one
+    some = lq.DeltaTable(uri).snapshot().scan(columns=["s", "id"], filter="id != 2")
+    assert some.to_polars().collect().sort("id").rows() == [("p", 1), ("p", 3)]
+    assert sorted((r["s"], r["id"]) for r in some.to_arrow().to_pylist()) == [("p", 1), ("p", 3)]

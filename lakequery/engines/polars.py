@@ -202,7 +202,12 @@ def _group_frame(
         extra["row_index_name"] = _ROW_INDEX
     if hive:
         extra["hive_partitioning"] = True
-        extra["hive_schema"] = {s.name: _dtype(s.type) for s in specs if s.partition}
+        # every partition column of the table: Polars refuses a directory key missing from
+        # the Hive schema; the select below keeps the columns the scan reads
+        snap = scan.snapshot
+        extra["hive_schema"] = {
+            n: _dtype(snap.schema.field(n).type) for n in snap.partition_columns
+        }
     else:
         extra["hive_partitioning"] = False
     lf = pl.scan_parquet(
@@ -289,10 +294,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(scan.output_schema.empty_table())
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        # Hive columns only when partition columns are read: Polars refuses directories
-        # whose columns are missing from the Hive schema it is given
-        hive = any(s.partition for s in specs) and hive_layout(scan, groups)
-        if hive and not _stores_partition_columns(scan, groups):
+        if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
             every = FileGroup({}, [loc for g in groups for loc in g.locations])
             frames = [_group_frame(scan, every, specs, phys, deletions, changes, hive=True)]
         else:
