@@ -18,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,spark]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,spark,cli,notebook]"
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -169,6 +169,11 @@ def main() -> None:
             f"  v{entry.version} {entry.timestamp:%Y-%m-%d %H:%M} {entry.operation} {entry.parameters}"
         )
     _write_demo()
+    print(
+        "\n-- The command line: try\n"
+        f'.venv/bin/lakequery sql "SELECT kind, count(*) AS n FROM events GROUP BY kind" '
+        f"-t events={path}"
+    )
 
 
 def _write_demo() -> None:

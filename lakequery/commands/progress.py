@@ -1,9 +1,14 @@
-"""Progress of long maintenance runs: a callback and, interactively, a bar on stderr.
+"""Progress of long runs: a callback and, interactively, a bar drawn by rich.
 
 A command creates a :class:`ProgressReporter` with the totals it planned and calls
-:meth:`ProgressReporter.advance` as files finish (from any thread). The user's
-``progress=`` callback receives a :class:`Progress` value each time; without a callback
-a one-line bar is drawn when stderr is a terminal.
+:meth:`ProgressReporter.advance` as work finishes (from any thread). The user's
+``progress=`` callback receives a :class:`Progress` value each time. Without a callback a
+bar is drawn where a person is watching: on a terminal's stderr, or in a Jupyter cell
+(rich's live display, which needs ``ipywidgets`` there: the ``notebook`` extra). Anywhere
+else (pipes, logs, CI) nothing is drawn.
+
+Decision: rich is imported only when a bar is drawn, so scripts and imports never pay
+for it; one reporter class serves every command, the CLI and notebooks.
 
 Example:
     >>> seen = []
@@ -22,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def _human(n: int) -> str:
+    """Bytes in binary units, e.g. ``4.0 KiB``."""
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
@@ -65,17 +71,33 @@ def _human(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def _in_jupyter() -> bool:
+    """True inside a Jupyter kernel (a ZMQ-backed IPython shell), without importing IPython."""
+    shell_mod = sys.modules.get("IPython")
+    if shell_mod is None:
+        return False
+    get_ipython = getattr(shell_mod, "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _interactive(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) or (stream is sys.stderr and _in_jupyter())
+
+
 class ProgressReporter:
     """Thread-safe progress accounting for one run.
 
     Args:
         operation: name shown and passed on.
-        files_total: planned input files.
-        bytes_total: planned input bytes.
+        files_total: planned input files (or other units: see ``unit``).
+        bytes_total: planned input bytes; 0 when unknown.
         callback: receives a :class:`Progress` after every advance.
-        bar: draw a bar on ``stream``; default: only when no callback is given and the
-            stream is a terminal.
+        bar: draw a bar; default: only when no callback is given and someone is watching
+            (``stream`` is a terminal, or the code runs in a Jupyter kernel).
         stream: where the bar goes (stderr).
+        unit: what ``files`` counts, shown next to the counts.
     """
 
     def __init__(
@@ -87,22 +109,27 @@ class ProgressReporter:
         callback: ProgressCallback | None = None,
         bar: bool | None = None,
         stream: TextIO | None = None,
+        unit: str = "files",
     ) -> None:
         self.operation = operation
         self.files_total = files_total
         self.bytes_total = bytes_total
         self.callback = callback
         self.stream = stream or sys.stderr
+        self.unit = unit
         if bar is None:
-            isatty = getattr(self.stream, "isatty", None)
-            bar = callback is None and bool(isatty and isatty())
+            bar = callback is None and _interactive(self.stream)
         self.bar = bar
         self.files_done = 0
         self.bytes_done = 0
         self._start = time.monotonic()
         self._lock = threading.Lock()
+        self._live: Any = None
+        self._task: Any = None
 
     def __enter__(self) -> ProgressReporter:
+        if self.bar:
+            self._open_bar()
         return self
 
     def __exit__(
@@ -112,6 +139,36 @@ class ProgressReporter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _open_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as RichProgress
+
+        by_bytes = self.bytes_total > 0
+        columns: list[Any] = [
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(self.unit),
+        ]
+        if by_bytes:
+            columns.append(TextColumn("{task.fields[size]}"))
+        columns.append(TimeElapsedColumn())
+        console = Console(file=self.stream, force_jupyter=None)
+        self._live = RichProgress(*columns, console=console, transient=False)
+        self._live.start()
+        self._task = self._live.add_task(
+            self.operation, total=self.files_total or None, size=self._size()
+        )
+
+    def _size(self) -> str:
+        return f"{_human(self.bytes_done)}/{_human(self.bytes_total)}"
 
     def snapshot(self) -> Progress:
         return Progress(
@@ -130,26 +187,19 @@ class ProgressReporter:
             self.bytes_done += nbytes
             state = self.snapshot()
             if self.bar:
-                self._draw(state)
+                if self._live is None:
+                    self._open_bar()
+                self._live.update(self._task, completed=state.files_done, size=self._size())
         if self.callback is not None:
             self.callback(state)
 
-    def _draw(self, p: Progress) -> None:
-        width = 30
-        filled = round(p.fraction * width)
-        line = (
-            f"\r{p.operation} [{'#' * filled}{'.' * (width - filled)}] "
-            f"{p.files_done}/{p.files_total} files, "
-            f"{_human(p.bytes_done)}/{_human(p.bytes_total)}, {p.elapsed_s:.0f}s"
-        )
-        self.stream.write(line)
-        self.stream.flush()
-
     def close(self) -> None:
-        """Ends the bar's line."""
-        if self.bar and self.files_total:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Draws the final state and ends the bar."""
+        with self._lock:
+            live, self._live = self._live, None
+        if live is not None:
+            live.update(self._task, completed=self.files_done, size=self._size())
+            live.stop()
 
 
 __all__ = ["Progress", "ProgressCallback", "ProgressReporter"]

@@ -1,0 +1,104 @@
+"""The command group: global options, one-line errors and exit codes.
+
+Decision: errors lakequery raises on purpose (:class:`~lakequery.LakeQueryError`) and
+bad argument values (``ValueError``) print ``error: <message>`` on stderr and exit with 1
+(2 for a bad value, as click does for usage errors); anything else is a bug and keeps
+its traceback. ``--debug`` shows the traceback for every error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from lakequery.cli.change_commands import (
+    checkpoint_cmd,
+    delete_cmd,
+    optimize_cmd,
+    restore_cmd,
+    update_cmd,
+    vacuum_cmd,
+    write_cmd,
+)
+from lakequery.cli.context import Options, key_values
+from lakequery.cli.read_commands import (
+    changes_cmd,
+    describe_cmd,
+    files_cmd,
+    head_cmd,
+    history_cmd,
+    schema_cmd,
+    sql_cmd,
+    stream_cmd,
+)
+from lakequery.errors import LakeQueryError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class _Group(click.Group):
+    """Turns expected errors into one line and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (LakeQueryError, ValueError) as exc:
+            if isinstance(exc, click.ClickException):
+                raise
+            opts = ctx.find_object(Options)
+            if opts is not None and opts.debug:
+                raise
+            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            code = EXIT_USAGE if not isinstance(exc, LakeQueryError) else EXIT_ERROR
+            raise SystemExit(code) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lakequery", prog_name="lakequery")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@click.option(
+    "-s",
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An object-store option (s3fs), e.g. endpoint_url=http://127.0.0.1:5000.",
+)
+@click.pass_context
+def cli(ctx: click.Context, as_json: bool, debug: bool, storage_option: tuple[str, ...]) -> None:
+    """Inspect, query and maintain Delta Lake tables."""
+    ctx.obj = Options(
+        json=as_json,
+        debug=debug,
+        storage_options=key_values(storage_option, "--storage-option"),
+    )
+
+
+for _command in (
+    describe_cmd,
+    history_cmd,
+    files_cmd,
+    schema_cmd,
+    head_cmd,
+    sql_cmd,
+    changes_cmd,
+    stream_cmd,
+    write_cmd,
+    delete_cmd,
+    update_cmd,
+    optimize_cmd,
+    vacuum_cmd,
+    restore_cmd,
+    checkpoint_cmd,
+):
+    cli.add_command(_command)
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    """Runs the group with ``argv`` (default ``sys.argv[1:]``) and exits."""
+    cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="lakequery")

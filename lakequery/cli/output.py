@@ -1,0 +1,120 @@
+"""Printing results: rich tables for people, JSON for programs.
+
+Decision: on a terminal rich chooses colours and width; elsewhere (pipes, files, tests)
+the output is plain text with no control characters, 200 columns wide so tables are not
+folded. JSON goes to stdout as one document (``stream`` prints one line per row).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from rich.console import Console
+
+
+def console() -> Console:
+    """A console on stdout: styled on a terminal, plain and wide elsewhere."""
+    from rich.console import Console
+
+    tty = sys.stdout.isatty()
+    return Console(file=sys.stdout, width=None if tty else 200, soft_wrap=not tty)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-compatible data (dataclasses, times, decimals, bytes)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):  # exact: integers as numbers, fractions as text
+        exponent = value.as_tuple().exponent
+        return int(value) if isinstance(exponent, int) and exponent >= 0 else str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(plain(value), ensure_ascii=False) + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (Mapping, list, tuple)):
+        return json.dumps(plain(value), ensure_ascii=False)
+    return str(plain(value))
+
+
+def print_mapping(title: str, values: Mapping[str, Any]) -> None:
+    """Two columns, one row per key."""
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in values.items():
+        table.add_row(key, _cell(value))
+    console().print(table)
+
+
+def print_rows(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+) -> None:
+    """A table with a header."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    console().print(table)
+
+
+def print_arrow(data: pa.Table, *, title: str | None = None) -> None:
+    """An Arrow table's rows."""
+    columns = data.column_names
+    print_rows(columns, zip(*(c.to_pylist() for c in data.columns), strict=True), title=title)
+    if data.num_rows == 0:
+        console().print("(no rows)")
+
+
+def print_line(text: str) -> None:
+    console().print(text, highlight=False)
+
+
+def emit_result(opts_json: bool, title: str, result: Any) -> None:
+    """A command's result object (a dataclass): JSON or a key/value table."""
+    data = plain(result)
+    if opts_json:
+        print_json(data)
+    else:
+        print_mapping(title, data if isinstance(data, Mapping) else {"result": data})
+
+
+def emit_arrow(opts_json: bool, data: pa.Table, *, title: str | None = None) -> None:
+    """Rows: a JSON list of objects, or a table."""
+    if opts_json:
+        print_json(data.to_pylist())
+    else:
+        print_arrow(data, title=title)

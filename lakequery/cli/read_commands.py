@@ -1,0 +1,314 @@
+"""Subcommands that read: describe, history, files, schema, head, sql, changes, stream."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lakequery.cli.context import Options, key_values, open_snapshot, pass_options, snapshot_options
+from lakequery.cli.output import (
+    emit_arrow,
+    print_json,
+    print_line,
+    print_mapping,
+    print_rows,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakequery.snapshot import Snapshot
+
+_FILTER_HELP = "A SQL predicate (DuckDB dialect) over the table's columns."
+
+
+def _columns(value: str | None) -> list[str] | None:
+    return [c.strip() for c in value.split(",") if c.strip()] if value else None
+
+
+def _file_rows(files: pa.Table) -> pa.Table:
+    """Path, size, records, rows deleted by DVs and partition values per file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    deleted = pc.fill_null(pc.struct_field(files.column("deletion_vector"), "cardinality"), 0)
+    out = {
+        "path": files.column("path"),
+        "size": files.column("size"),
+        "num_records": files.column("num_records"),
+        "deleted_rows": deleted,
+    }
+    if "partition_values" in files.column_names:
+        parts = files.column("partition_values")
+        for i in range(parts.type.num_fields):
+            out[parts.type.field(i).name] = pc.struct_field(parts, [i])
+    out["stats"] = files.column("stats")
+    return pa.table(out)
+
+
+def describe_data(snap: Snapshot) -> dict[str, Any]:
+    """What ``describe`` shows, as plain data."""
+    import pyarrow.compute as pc
+
+    files = snap.files()
+    size = pc.sum(files.column("size")).as_py() or 0
+    deleted = pc.sum(pc.struct_field(files.column("deletion_vector"), "cardinality")).as_py() or 0
+    records = snap.num_records()
+    proto = snap.protocol
+    clustering = snap.domains.get("delta.clustering")
+    return {
+        "location": snap.table_uri,
+        "version": snap.version,
+        "timestamp": snap.timestamp,
+        "name": snap.metadata.name,
+        "description": snap.metadata.description,
+        "id": snap.metadata.id,
+        "schema": [
+            {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snap.schema
+        ],
+        "partition_columns": list(snap.partition_columns),
+        "clustering_columns": (
+            [".".join(c) for c in json.loads(clustering).get("clusteringColumns", [])]
+            if clustering
+            else []
+        ),
+        "min_reader_version": proto.min_reader_version,
+        "min_writer_version": proto.min_writer_version,
+        "reader_features": sorted(proto.reader_features or ()),
+        "writer_features": sorted(proto.writer_features or ()),
+        "properties": dict(snap.metadata.configuration),
+        "num_files": files.num_rows,
+        "size_in_bytes": size,
+        "num_records": records,
+        "files_with_deletion_vectors": int(
+            pc.sum(
+                pc.is_valid(pc.struct_field(files.column("deletion_vector"), "storageType"))
+            ).as_py()
+            or 0
+        ),
+        "rows_deleted_by_deletion_vectors": deleted,
+        "deletion_vector_share": (deleted / records) if records else 0.0,
+    }
+
+
+@click.command("describe")
+@click.argument("path")
+@snapshot_options
+@pass_options
+def describe_cmd(opts: Options, path: str, version: int | None, as_of: str | None) -> None:
+    """Version, schema, partitioning, protocol, properties, files and DV share."""
+    data = describe_data(open_snapshot(opts, path, version, as_of))
+    if opts.json:
+        print_json(data)
+        return
+    schema = data.pop("schema")
+    print_mapping(f"{path} at version {data['version']}", data)
+    print_rows(
+        ["column", "type", "nullable"],
+        [(f["name"], f["type"], f["nullable"]) for f in schema],
+        title="schema",
+    )
+
+
+@click.command("history")
+@click.argument("path")
+@click.option("--limit", type=int, help="Only the newest N commits.")
+@pass_options
+def history_cmd(opts: Options, path: str, limit: int | None) -> None:
+    """The table's commits, newest first."""
+    entries = opts.table(path).history(limit=limit)
+    if opts.json:
+        print_json(
+            [
+                {
+                    "version": e.version,
+                    "timestamp": e.timestamp,
+                    "operation": e.operation,
+                    "parameters": e.parameters,
+                    "metrics": e.metrics,
+                }
+                for e in entries
+            ]
+        )
+        return
+    print_rows(
+        ["version", "timestamp", "operation", "parameters", "metrics"],
+        [(e.version, e.timestamp, e.operation, e.parameters, e.metrics) for e in entries],
+    )
+
+
+@click.command("files")
+@click.argument("path")
+@click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP + " Show kept files.")
+@snapshot_options
+@pass_options
+def files_cmd(
+    opts: Options, path: str, filter_: str | None, version: int | None, as_of: str | None
+) -> None:
+    """Live data files with their statistics; with --filter, what pruning keeps."""
+    snap = open_snapshot(opts, path, version, as_of)
+    if filter_:
+        plan = snap.scan(filter=filter_).plan()
+        files, total = plan.files, plan.total_files
+    else:
+        files = snap.files()
+        total = files.num_rows
+    rows = _file_rows(files)
+    if opts.json:
+        print_json({"total_files": total, "kept_files": files.num_rows, "files": rows.to_pylist()})
+        return
+    emit_arrow(False, rows.drop_columns(["stats"]))
+    print_line(f"{files.num_rows} of {total} files" + (" kept by the filter" if filter_ else ""))
+
+
+@click.command("schema")
+@click.argument("path")
+@snapshot_options
+@pass_options
+def schema_cmd(opts: Options, path: str, version: int | None, as_of: str | None) -> None:
+    """The table's columns (Arrow types) and partition columns."""
+    snap = open_snapshot(opts, path, version, as_of)
+    parts = set(snap.partition_columns)
+    fields = [
+        {"name": f.name, "type": str(f.type), "nullable": f.nullable, "partition": f.name in parts}
+        for f in snap.schema
+    ]
+    if opts.json:
+        print_json(fields)
+    else:
+        print_rows(
+            ["column", "type", "nullable", "partition"],
+            [(f["name"], f["type"], f["nullable"], f["partition"]) for f in fields],
+        )
+
+
+@click.command("head")
+@click.argument("path")
+@click.option("-n", "--rows", "n", default=10, show_default=True, help="How many rows.")
+@click.option("--columns", metavar="A,B", help="Only these columns.")
+@click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP)
+@snapshot_options
+@pass_options
+def head_cmd(
+    opts: Options,
+    path: str,
+    n: int,
+    columns: str | None,
+    filter_: str | None,
+    version: int | None,
+    as_of: str | None,
+) -> None:
+    """The first rows of the table."""
+    snap = open_snapshot(opts, path, version, as_of)
+    rel = snap.scan(columns=_columns(columns), filter=filter_).to_duckdb()
+    emit_arrow(opts.json, rel.limit(n).to_arrow_table())
+
+
+@click.command("sql")
+@click.argument("query")
+@click.option(
+    "-t",
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A table visible to the query under NAME (repeatable).",
+)
+@pass_options
+def sql_cmd(opts: Options, query: str, tables: tuple[str, ...]) -> None:
+    """DuckDB SQL over one or more tables."""
+    import duckdb
+
+    from lakequery.sql import sql
+
+    named = {name: opts.table(uri) for name, uri in key_values(tables, "--table").items()}
+    rel = sql(query, con=duckdb.connect(), **named)  # type: ignore[arg-type]
+    emit_arrow(opts.json, rel.to_arrow_table())
+
+
+@click.command("changes")
+@click.argument("path")
+@click.option("--from-version", "start", type=int, help="First version (inclusive).")
+@click.option("--to-version", "end", type=int, help="Last version (inclusive; latest).")
+@click.option("--from-time", "start_time", metavar="TIME", help="Or the first commit at/after.")
+@click.option("--to-time", "end_time", metavar="TIME", help="Or the last commit at/before.")
+@click.option("--columns", metavar="A,B", help="Only these columns (plus the change columns).")
+@click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP)
+@pass_options
+def changes_cmd(
+    opts: Options,
+    path: str,
+    start: int | None,
+    end: int | None,
+    start_time: str | None,
+    end_time: str | None,
+    columns: str | None,
+    filter_: str | None,
+) -> None:
+    """The change data feed of a version range (_change_type, _commit_version, ...)."""
+    scan = opts.table(path).changes(
+        starting_version=start,
+        ending_version=end,
+        starting_timestamp=start_time,
+        ending_timestamp=end_time,
+        columns=_columns(columns),
+        filter=filter_,
+    )
+    data = scan.to_arrow()
+    if "_commit_version" in data.column_names:
+        data = data.sort_by([("_commit_version", "ascending")])
+    emit_arrow(opts.json, data)
+
+
+@click.command("stream")
+@click.argument("path")
+@click.option("--from-version", "start", type=int, help="Start at this version's changes.")
+@click.option("--offset", help="Resume after a stored offset (JSON, from --json output).")
+@click.option("--follow", is_flag=True, help="Keep polling for new commits (Ctrl-C stops).")
+@click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls.")
+@click.option("--max-files", type=int, help="At most this many files per batch.")
+@click.option("--columns", metavar="A,B", help="Only these columns.")
+@click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP)
+@click.option("--change-feed", is_flag=True, help="Stream the change data feed.")
+@pass_options
+def stream_cmd(
+    opts: Options,
+    path: str,
+    start: int | None,
+    offset: str | None,
+    follow: bool,
+    poll_interval: float,
+    max_files: int | None,
+    columns: str | None,
+    filter_: str | None,
+    change_feed: bool,
+) -> None:
+    """The table as a message queue: its rows, then each new commit's, batch by batch.
+
+    With --json every row is one JSON line; a line {"offset": ...} after each batch can
+    be passed back with --offset to resume.
+    """
+    batches = opts.table(path).stream(
+        starting_version=start,
+        starting_offset=offset,
+        columns=_columns(columns),
+        filter=filter_,
+        max_files_per_batch=max_files,
+        read_change_feed=change_feed,
+        follow=follow,
+        poll_interval=poll_interval,
+    )
+    try:
+        for batch in batches:
+            data = batch.to_arrow()
+            if opts.json:
+                for row in data.to_pylist():
+                    print_json(row)
+                print_json({"offset": json.loads(batch.offset.to_json())})
+            else:
+                title = f"versions {batch.start_version}..{batch.end_version}"
+                emit_arrow(False, data, title=title)
+    except KeyboardInterrupt:
+        return

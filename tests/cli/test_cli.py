@@ -1,0 +1,249 @@
+"""The `lakequery` command line driven as a subprocess, its JSON checked against the API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakequery as lq
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakequery.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def run_json(*args: str) -> Any:
+    return json.loads(run("--json", *args).stdout)
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> str:
+    uri = str(tmp_path / "events")
+    data = pa.table(
+        {
+            "id": pa.array(range(40), pa.int64()),
+            "g": [i % 4 for i in range(40)],
+            "kind": [["click", "view", "buy"][i % 3] for i in range(40)],
+        }
+    )
+    for part in range(4):
+        lq.write(
+            uri,
+            data.slice(part * 10, 10),
+            mode="append",
+            partition_by=["g"],
+            configuration={"delta.enableDeletionVectors": "true"},
+        )
+    return uri
+
+
+def test_describe_matches_the_api(table: str) -> None:
+    out = run_json("describe", table)
+    snap = lq.DeltaTable(table).snapshot()
+    assert out["version"] == snap.version == 3
+    assert out["num_files"] == snap.num_files
+    assert out["num_records"] == 40
+    assert out["partition_columns"] == ["g"]
+    assert "deletionVectors" in out["writer_features"]
+    assert out["properties"]["delta.enableDeletionVectors"] == "true"
+    assert [f["name"] for f in out["schema"]] == ["id", "g", "kind"]
+    old = run_json("describe", table, "--version", "1")
+    assert old["version"] == 1 and old["num_records"] == 20
+
+
+def test_history_and_time_travel(table: str) -> None:
+    out = run_json("history", table, "--limit", "2")
+    api = lq.DeltaTable(table).history(limit=2)
+    assert [e["version"] for e in out] == [e.version for e in api] == [3, 2]
+    assert {e["operation"] for e in out} == {"WRITE"}
+
+
+def test_files_shows_what_pruning_keeps(table: str) -> None:
+    out = run_json("files", table, "--filter", "g = 2")
+    plan = lq.DeltaTable(table).snapshot().scan(filter="g = 2").plan()
+    assert out["kept_files"] == plan.num_files >= 1
+    assert out["total_files"] == plan.total_files
+    assert {f["g"] for f in out["files"]} == {2}
+    assert all(json.loads(f["stats"])["numRecords"] == f["num_records"] for f in out["files"])
+    human = run("files", table, "--filter", "g = 2").stdout
+    assert f"{plan.num_files} of {plan.total_files} files kept by the filter" in human
+
+
+def test_schema_head_and_sql(table: str, tmp_path: Path) -> None:
+    schema = run_json("schema", table)
+    assert [(f["name"], f["partition"]) for f in schema] == [
+        ("id", False),
+        ("g", True),
+        ("kind", False),
+    ]
+    rows = run_json("head", table, "-n", "3", "--columns", "id,kind", "--filter", "id >= 30")
+    assert len(rows) == 3 and all(r["id"] >= 30 and set(r) == {"id", "kind"} for r in rows)
+    other = str(tmp_path / "kinds")
+    lq.write(other, pa.table({"kind": ["click", "view", "buy"], "weight": [1, 2, 3]}))
+    out = run_json(
+        "sql",
+        "SELECT sum(weight) AS w FROM e JOIN k USING (kind)",
+        "--table",
+        f"e={table}",
+        "-t",
+        f"k={other}",
+    )
+    expected = sum(
+        {"click": 1, "view": 2, "buy": 3}[["click", "view", "buy"][i % 3]] for i in range(40)
+    )
+    assert out == [{"w": expected}]
+
+
+def test_write_from_csv_then_dml(tmp_path: Path) -> None:
+    csv = tmp_path / "in.csv"
+    csv.write_text("id,name\n1,a\n2,b\n3,c\n")
+    uri = str(tmp_path / "t")
+    result = run_json("write", uri, str(csv), "--property", "delta.enableDeletionVectors=true")
+    assert result["version"] == 0 and result["num_rows"] == 3
+    again = run("write", uri, str(csv), check=False)
+    assert again.returncode == 1 and "TableAlreadyExistsError" in again.stderr
+    assert run_json("write", uri, str(csv), "--mode", "append")["version"] == 1
+    deleted = run_json("delete", uri, "--where", "id = 2")
+    assert deleted["num_deleted_rows"] == 2 and deleted["num_deletion_vectors_added"] >= 1
+    updated = run_json("update", uri, "--set", "name='z'", "--where", "id = 3")
+    assert updated["num_updated_rows"] == 2
+    got = lq.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id").to_pylist()
+    assert got == [
+        {"id": 1, "name": "a"},
+        {"id": 1, "name": "a"},
+        {"id": 3, "name": "z"},
+        {"id": 3, "name": "z"},
+    ]
+
+
+def test_maintenance_commands(table: str) -> None:
+    optimized = run_json("optimize", table)
+    assert optimized["files_removed"] >= 2 and optimized["version"] == 4
+    dry = run_json("vacuum", table, "--retention-hours", "200")
+    assert dry["dry_run"] is True and dry["files_deleted"] == 0
+    refused = run("vacuum", table, "--retention-hours", "0", check=False)
+    assert refused.returncode == 1 and "RetentionError" in refused.stderr
+    restored = run_json("restore", table, "--version", "1")
+    assert restored["restored_version"] == 1 and restored["version"] == 5
+    assert lq.DeltaTable(table).snapshot().num_records() == 20
+    cp = run_json("checkpoint", table)
+    assert cp["version"] == 5 and Path(cp["path"].removeprefix("file://")).exists()
+
+
+def test_changes_and_stream(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cdf")
+    lq.write(uri, pa.table({"x": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    lq.DeltaTable(uri).delete("x = 1")
+    changes = run_json("changes", uri, "--from-version", "0")
+    assert sorted((r["x"], r["_change_type"], r["_commit_version"]) for r in changes) == [
+        (1, "delete", 1),
+        (1, "insert", 0),
+        (2, "insert", 0),
+    ]
+    lines = [json.loads(x) for x in run("--json", "stream", uri).stdout.splitlines()]
+    assert [r["x"] for r in lines if "x" in r] == [2]
+    offset = json.dumps(lines[-1]["offset"])
+    lq.write(uri, pa.table({"x": [7]}), mode="append")
+    resumed = [
+        json.loads(x) for x in run("--json", "stream", uri, "--offset", offset).stdout.splitlines()
+    ]
+    assert [r["x"] for r in resumed if "x" in r] == [7]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["describe", "{missing}"], 1, "TableNotFoundError"),
+        (["history", "{missing}"], 1, "TableNotFoundError"),
+        (["files", "{table}", "--filter", "nope = 1"], 1, "PredicateError"),
+        (["schema", "{table}", "--version", "99"], 1, "VersionNotFoundError"),
+        (["head", "{table}", "--columns", "nope"], 1, "nope"),
+        (["sql", "SELECT 1", "-t", "no-equals"], 2, "KEY=VALUE"),
+        (["changes", "{table}", "--from-version", "0"], 1, "ChangeDataFeedError"),
+        (["stream", "{missing}"], 1, "TableNotFoundError"),
+        (["write", "{table}", "{table}/x.txt"], 2, "--format"),
+        (["delete", "{table}"], 2, "--where"),
+        (["update", "{table}", "--set", "nope=1"], 1, "nope"),
+        (["optimize", "{table}", "--zorder-by", "nope"], 1, "nope"),
+        (["vacuum", "{table}", "--retention-hours", "0"], 1, "RetentionError"),
+        (["restore", "{table}"], 2, "--version"),
+        (["restore", "{table}", "--version", "99"], 1, "Error"),
+        (["checkpoint", "{missing}"], 1, "TableNotFoundError"),
+        (["--storage-option", "oops", "describe", "{table}"], 2, "KEY=VALUE"),
+    ],
+)
+def test_errors_are_one_line_with_exit_codes(
+    table: str, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    argv = [a.format(table=table, missing=str(tmp_path / "missing")) for a in args]
+    proc = run(*argv, check=False)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    if code == 1:
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    proc = run("--debug", "describe", str(tmp_path / "missing"), check=False)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).with_name("lakequery")
+    assert script.exists(), "pip install -e . creates the lakequery console script"
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and lq.__version__ in proc.stdout
+
+
+def test_no_control_characters_without_a_terminal(table: str) -> None:
+    proc = run("optimize", table)
+    for text in (proc.stdout, proc.stderr):
+        assert "\x1b" not in text and "\r" not in text
+    assert "files_removed" in proc.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_progress_drawn_on_a_terminal(table: str) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lakequery.cli", "optimize", table],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(leader)
+    drawn = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0
+    assert "OPTIMIZE" in drawn and "files" in drawn and "\x1b[" in drawn
+    assert proc.stdout is not None and "\x1b" not in proc.stdout.read().decode()
