@@ -17,6 +17,7 @@ import duckdb
 import pyarrow as pa
 
 from lakequery.duckdb_private import private_cursor
+from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import (
     CorruptLogError,
     ObjectNotFoundError,
@@ -212,6 +213,7 @@ def _replay_loaded(
             small=reader.small,
         )
         check_paths(con, files, root=storage.root)
+        check_descriptors(files)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}
     domains = {
         str(d["domain"]): str(d.get("configuration") or "")

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import CorruptLogError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import (
@@ -212,6 +213,7 @@ def _apply(
         small=reader.small,
     )
     check_paths(con, added, root=storage.root)
+    check_descriptors(added)
     files = _merge_files(con, state.files, added)
     raw_txns: dict[str, Mapping[str, Any]] = dict(state.raw_txns or {})
     raw_txns.update((str(t["appId"]), t) for _, t in found["txn"])

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from lakequery.dv import z85
+from lakequery.errors import DeletionVectorError
 
 
 @dataclass(frozen=True)
@@ -91,3 +94,68 @@ class Descriptor:
 def new_uuid_path(u: uuid.UUID, prefix: str = "") -> str:
     """``pathOrInlineDv`` for a ``u`` DV file named after ``u`` (optional random prefix)."""
     return prefix + z85.encode(u.bytes)
+
+
+#: Serialized size of an empty RoaringBitmapArray: magic (4 bytes) and bucket count (8).
+EMPTY_DV_SIZE = 12
+
+
+def check_descriptors(files: pa.Table) -> None:
+    """Refuses live files whose ``deletionVector`` is present but malformed.
+
+    A descriptor that lacks its storage type, path, size or cardinality, has an unknown
+    storage type, a negative size, cardinality or offset, an offset on an inline DV, or a
+    cardinality of 0 with a non-empty bitmap cannot be applied; reading the file without it would return deleted rows. One
+    vectorised pass over the replayed files (most tables have no DV at all).
+
+    Raises:
+        DeletionVectorError: naming the first such data file and what is wrong.
+    """
+    import pyarrow.compute as pc
+
+    if "deletion_vector" not in files.column_names or files.num_rows == 0:
+        return
+    dv = files.column("deletion_vector")
+    if dv.null_count == len(dv):
+        return
+    kind = pc.struct_field(dv, "storageType")
+    path = pc.struct_field(dv, "pathOrInlineDv")
+    size = pc.struct_field(dv, "sizeInBytes")
+    card = pc.struct_field(dv, "cardinality")
+    offset = pc.struct_field(dv, "offset")
+    # a descriptor is there when the struct is valid and any field is set
+    present = pc.and_(
+        pc.is_valid(dv),
+        pc.or_(
+            pc.or_(pc.is_valid(kind), pc.is_valid(path)),
+            pc.or_(pc.or_(pc.is_valid(size), pc.is_valid(card)), pc.is_valid(offset)),
+        ),
+    )
+    zero, empty = pa.scalar(0, pa.int64()), pa.scalar(EMPTY_DV_SIZE, pa.int64())
+    problems = [
+        ("no storageType", pc.is_null(kind)),
+        ("storageType is not u, i or p", pc.invert(pc.is_in(kind, pa.array(["u", "i", "p"])))),
+        ("no pathOrInlineDv", pc.is_null(path)),
+        ("no sizeInBytes", pc.is_null(size)),
+        ("negative sizeInBytes", pc.less(size, zero)),
+        ("no cardinality", pc.is_null(card)),
+        ("negative cardinality", pc.less(card, zero)),
+        ("negative offset", pc.less(offset, zero)),
+        (
+            "an inline DV with an offset",
+            pc.and_(pc.equal(kind, pa.scalar("i")), pc.is_valid(offset)),
+        ),
+        # readers skip a DV that deletes nothing, so its size must be an empty bitmap's
+        (
+            f"cardinality 0 but more than {EMPTY_DV_SIZE} bytes of bitmap",
+            pc.and_(pc.equal(card, zero), pc.greater(size, empty)),
+        ),
+    ]
+    for reason, mask in problems:
+        hit = pc.and_kleene(present, pc.fill_null(mask, False))
+        if pc.any(hit).as_py():
+            index = pc.index(hit, True).as_py()
+            row = files.slice(index, 1).to_pylist()[0]
+            d = row["deletion_vector"] or {}
+            unique = f"{d.get('storageType') or ''}{d.get('pathOrInlineDv') or ''}"
+            raise DeletionVectorError(str(row["path"]), unique, f"malformed descriptor: {reason}")

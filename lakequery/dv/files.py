@@ -70,19 +70,27 @@ def _parse_payload(payload: bytes, descriptor: Descriptor, data_file: str) -> Bi
     return bm
 
 
-def _offset(descriptor: Descriptor, head: bytes | None) -> int:
-    """The record offset; an absent offset is 1 when the file starts with a version byte
-    and a matching size field, else 0 (digest §19 item 2)."""
-    if descriptor.offset is not None:
-        return descriptor.offset
-    if (
-        head is not None
-        and len(head) >= 5
-        and head[0] == 1
-        and struct.unpack_from(">I", head, 1)[0] == descriptor.size_in_bytes
-    ):
-        return 1
-    return 0
+def _sole_record(data: bytes, descriptor: Descriptor, data_file: str) -> bytes:
+    """The record of a DV file read whole because its descriptor has no offset.
+
+    The protocol says an absent offset means 0, and kernel-rs reads at 1 (after the
+    version byte); digest §19 item 2 recommends 1 when byte 0 is the version byte and the
+    size there matches, else 0. Decision: that holds only while the file holds exactly
+    this one record. A file with more records (writers that pack several DVs always set
+    offsets) makes the descriptor ambiguous: the first record's CRC and cardinality could
+    well match, and its rows belong to another data file, so it is refused.
+    """
+    size = descriptor.size_in_bytes + 8
+    if len(data) == size + 1 and data[:1] == b"\x01":
+        return data[1:]
+    if len(data) == size:
+        return data
+    raise DeletionVectorError(
+        data_file,
+        descriptor.unique_id,
+        f"the descriptor has no offset and the DV file holds {len(data)} bytes, not one "
+        f"{descriptor.size_in_bytes}-byte DV: ambiguous",
+    )
 
 
 def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor) -> BitMap64:
@@ -101,8 +109,10 @@ def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor)
     except ValueError as exc:
         raise DeletionVectorError(data_file, d.unique_id, str(exc)) from exc
     try:
-        head = storage.read_range(path, 0, 5) if d.offset is None else None
-        record = storage.read_range(path, _offset(d, head), d.size_in_bytes + 8)
+        if d.offset is None:
+            record = _sole_record(storage.read(path), d, data_file)
+        else:
+            record = storage.read_range(path, d.offset, d.size_in_bytes + 8)
     except ObjectNotFoundError as exc:
         raise DeletionVectorError(data_file, d.unique_id, f"DV file {path} is missing") from exc
     except LakeQueryError as exc:

@@ -86,11 +86,15 @@ class _Reader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         for group in self.groups:
             plain = [p for p in group.locations if p not in self.deleted]
-            if plain:
-                yield from self._dataset_batches(group, plain)
             masked = [loc for loc in group.locations if loc in self.deleted]
-            if masked:
-                yield from self._masked_batches(group, masked)
+            try:
+                if plain:
+                    yield from self._dataset_batches(group, plain)
+                if masked:
+                    yield from self._masked_batches(group, masked)
+            except FileNotFoundError as exc:
+                # object stores open files lazily: a missing one surfaces mid-scan
+                raise _missing(exc, plain + masked, self.to_fs) from exc
 
     def _dataset(self, locations: list[str]) -> ds.Dataset:
         try:

@@ -154,9 +154,22 @@ def test_absent_offset_with_version_byte_reads_at_one(tmp_path: Path) -> None:
     storage = _storage(tmp_path)
     (bm,) = load_deletion_vectors(storage, storage.root, [("f.parquet", d)])
     assert list(bm) == rows
-    reads = [(off, n) for kind, _, off, n in storage.calls if kind == "read_range"]
-    assert (1, d.size_in_bytes + 8) in reads
-    assert all(kind == "read_range" for kind, *_ in storage.calls)
+    # a descriptor without an offset is read whole, to check it holds this one record
+    assert [kind for kind, *_ in storage.calls] == ["read"]
+
+
+def test_absent_offset_in_a_file_of_several_dvs_is_refused(tmp_path: Path) -> None:
+    # the first record's size, CRC and cardinality match the second's: reading it for the
+    # second file's descriptor would delete the wrong rows
+    _, (first, second) = write_dv_file(tmp_path, [payload([1, 2]), payload([3, 4])], [2, 2])
+    del second["offset"]
+    storage = open_storage(str(tmp_path))
+    with pytest.raises(DeletionVectorError, match="ambiguous"):
+        load_deletion_vectors(storage, storage.root, [("g.parquet", Descriptor.from_dict(second))])
+    (bm,) = load_deletion_vectors(
+        storage, storage.root, [("f.parquet", Descriptor.from_dict(first))]
+    )
+    assert list(bm) == [1, 2]
 
 
 def test_absent_offset_without_version_byte_reads_at_zero(tmp_path: Path) -> None:
