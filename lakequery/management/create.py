@@ -11,7 +11,10 @@ Modes (decision recorded in ARCHITECTURE.md, "Table management"): ``"error"`` (d
 like ``CREATE TABLE``), ``"ignore"`` (``CREATE TABLE IF NOT EXISTS``: an existing table is
 left as it is, whatever its schema) and ``"overwrite"`` (``CREATE OR REPLACE TABLE``: one
 commit that removes every live file and replaces schema, partitioning, properties, name and
-description; the table id and creation time stay, the protocol is only ever upgraded).
+description; the table id and creation time stay, the protocol is only ever upgraded). An
+append-only table is never replaced (:class:`~lakequery.AppendOnlyError`), and a replace
+cannot itself set ``delta.appendOnly=true`` (the commit's append-only check sees the new
+properties): set it with a later commit.
 
 Example:
     >>> import pyarrow as pa, lakequery as lq
@@ -35,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from lakequery.errors import TableAlreadyExistsError, TableNotFoundError
+from lakequery.errors import AppendOnlyError, TableAlreadyExistsError, TableNotFoundError
 from lakequery.protocol.features import table_features_in_use
+from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
@@ -129,6 +133,8 @@ def create_table(
     else:  # CREATE OR REPLACE: same table id, every live file removed
         _, pseudo = split_configuration(configuration)
         old = existing.metadata
+        if TableProperties(old.configuration).append_only:
+            raise AppendOnlyError(storage.root, _OPERATIONS[mode])
         txn.set_metadata(replace(metadata, id=old.id, created_time=old.created_time))
         needed = table_features_in_use(metadata.schema, {**metadata.configuration, **pseudo})
         upgraded = upgraded_protocol(existing.protocol, needed)

@@ -8,7 +8,8 @@ normalised it; ``last_modified`` is the latest commit's timestamp as time travel
 (in-commit timestamp where enabled, else the commit file's time); ``table_features`` lists
 the features the protocol supports explicitly or implies through its legacy versions,
 sorted (as Spark does); ``clustering_columns`` are read from the ``delta.clustering``
-domain, logical names (nested ones joined by dots), ``()`` for a table without clustering.
+domain (or the preview ``delta.liquid`` one), logical names (nested ones joined by dots),
+``()`` for a table without clustering.
 
 Example:
     >>> import pyarrow as pa, lakequery as lq
@@ -36,6 +37,9 @@ from lakequery.snapshot import Snapshot
 
 #: The domain in which liquid clustering records its columns (physical names).
 CLUSTERING_DOMAIN = "delta.clustering"
+#: Its name in tables written before clustering was released (delta-rs 0.x, Databricks
+#: previews): ``{"clusteringColumns": [{"physicalName": [...]}]}``.
+_PREVIEW_DOMAIN = "delta.liquid"
 
 
 @dataclass(frozen=True)
@@ -101,10 +105,12 @@ class TableDetail:
 
 def clustering_columns(snapshot: Snapshot) -> tuple[str, ...]:
     """The logical clustering columns recorded in the ``delta.clustering`` domain."""
-    text = snapshot.domains.get(CLUSTERING_DOMAIN)
+    domains = snapshot.domains
+    text = domains.get(CLUSTERING_DOMAIN) or domains.get(_PREVIEW_DOMAIN)
     if not text:
         return ()
-    physical = [tuple(c) for c in json.loads(text).get("clusteringColumns") or ()]
+    entries = json.loads(text).get("clusteringColumns") or ()
+    physical = [tuple(c["physicalName"] if isinstance(c, Mapping) else c) for c in entries]
     names = physical_name_map(snapshot.metadata.schema, snapshot.column_mapping_mode)
     logical = {p: path for path, p in names.items()}
     return tuple(".".join(logical.get(p, p)) for p in physical)
