@@ -109,3 +109,28 @@ def test_memory_storage() -> None:
     assert dt.repair().files_removed == (path,)
     assert dt.repair(dry_run=False).version == 2
     assert dt.snapshot().scan().to_arrow().num_rows == 1
+
+
+def test_repair_against_concurrent_commits(uri: str) -> None:
+    """FSCK from a stale snapshot: a concurrent append does not conflict (the appended
+    file stays); a concurrent removal of the same missing file does."""
+    from lakequery.errors import ConcurrentDeleteReadError
+    from lakequery.management.repair import repair
+
+    paths = build(uri)
+    lost = next(p for p in paths if p.startswith("g=a"))
+    os.remove(os.path.join(uri, lost))
+    dt = lq.DeltaTable(uri)
+    stale = dt.snapshot()
+    lq.write(uri, pa.table({"id": [7], "g": ["z"]}), mode="append")  # version 4
+    result = repair(dt.storage, stale, dry_run=False)
+    assert (result.files_removed, result.version, result.read_version) == ((lost,), 5, 3)
+    assert sorted(dt.snapshot().scan().to_arrow()["id"].to_pylist()) == [3, 4, 5, 6, 7]
+
+    other = next(p for p in paths if p.startswith("g=d"))
+    os.remove(os.path.join(uri, other))
+    stale = dt.snapshot()
+    dt.delete("g = 'd'")  # removes the same (missing) file first, without reading it
+    with pytest.raises(ConcurrentDeleteReadError):  # FSCK read the file it removes
+        repair(dt.storage, stale, dry_run=False)
+    assert dt.repair().files_removed == ()
