@@ -179,6 +179,21 @@ def test_hive_partitioned_folder_with_inferred_types(folder: Path) -> None:
     )
 
 
+def test_timestamp_partitions(folder: Path) -> None:
+    """Escaped timestamp directory values (``ts=2024-01-01%2010%3A00%3A00.500000``) are
+    inferred as ``timestamp`` and read as UTC."""
+    times = [dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 10, 0, 0, 500000), None]
+    data = pa.table({"id": [1, 2, 3], "ts": pa.array(times, pa.timestamp("us"))})
+    ds.write_dataset(
+        data, folder, format="parquet", partitioning=["ts"], partitioning_flavor="hive"
+    )
+    snap = lq.convert_to_delta(str(folder), partition_by=["ts"]).snapshot()
+    assert snap.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    expected = [t.replace(tzinfo=UTC) if t else None for t in times]
+    assert [r["ts"] for r in rows(snap.scan().to_arrow())] == expected
+    assert [r["ts"] for r in rows(deltalake_table(str(folder)))] == expected
+
+
 def test_declared_partition_types(folder: Path) -> None:
     data = pa.table({"id": [1, 2, 3], "g": ["1", "02", "3"]})
     ds.write_dataset(data, folder, format="parquet", partitioning=["g"], partitioning_flavor="hive")
