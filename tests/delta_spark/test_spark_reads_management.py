@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import os
 import shutil
 from pathlib import Path
@@ -123,6 +124,18 @@ def test_spark_reads_a_converted_folder(delta_spark: Any, tmp_path: Path) -> Non
     assert [(f.name, f.type) for f in spark_schema.fields] == [
         (f.name, f.type) for f in ours_schema.fields
     ]
+
+    # the same statistics as Spark's (which reads the data), but no float bounds
+    def stats(root: Path) -> dict[str, dict[str, Any]]:
+        files = lq.DeltaTable(str(root)).snapshot().files().select(["path", "stats"])
+        return {r["path"]: json.loads(r["stats"]) for r in files.to_pylist()}
+
+    spark_stats, our_stats = stats(theirs_folder), stats(folder)
+    assert sorted(spark_stats) == sorted(our_stats)
+    for path, theirs in spark_stats.items():
+        for bound in ("minValues", "maxValues"):
+            theirs[bound].pop("ratio", None)
+        assert our_stats[path] == theirs, path
 
 
 def test_spark_reads_a_repaired_table(delta_spark: Any, tmp_path: Path) -> None:
