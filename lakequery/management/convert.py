@@ -61,7 +61,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakequery.commands.listing import list_tree
-from lakequery.errors import SchemaError, SchemaMismatchError, TableAlreadyExistsError
+from lakequery.errors import (
+    LakeQueryError,
+    SchemaError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
 from lakequery.parquet_footers import footer_metadata, schema_fingerprint
 from lakequery.protocol.partitions import parse_partition_values
 from lakequery.protocol.properties import TableProperties
@@ -298,6 +303,21 @@ def footer_stats(md: pq.FileMetaData, columns: Sequence[StatsColumn], prefix_len
 # --- the command -------------------------------------------------------------------------------
 
 
+def _footers(storage: Storage, paths: list[str]) -> list[pq.FileMetaData]:
+    """Every file's footer; a file that is not Parquet is refused by name."""
+    try:
+        return footer_metadata(storage, paths)
+    except (pa.ArrowInvalid, OSError) as exc:
+        if isinstance(exc, LakeQueryError):
+            raise
+        for path in paths:  # error path only: find the file to name it
+            try:
+                footer_metadata(storage, [path])
+            except (pa.ArrowInvalid, OSError) as one:
+                raise SchemaError(f"{path!r} is not a Parquet file: {one}") from exc
+        raise
+
+
 def _data_files(storage: Storage) -> pa.Table:
     """Listed files that are data: not hidden, not under ``_delta_log``."""
     listing = list_tree(storage)
@@ -356,7 +376,7 @@ def convert_to_delta(
     files = _data_files(storage)
     paths = [str(p) for p in files.column("path").to_pylist()]
     part_fields, part_values = _partition_values(files.column("path"), spec)
-    footers = footer_metadata(storage, paths)
+    footers = _footers(storage, paths)
     data = _merged_schema(paths, footers)
     clash = {f.name.lower() for f in part_fields} & {n.lower() for n in data.names}
     if clash:

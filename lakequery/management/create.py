@@ -43,7 +43,7 @@ from lakequery.protocol.features import table_features_in_use
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
 from lakequery.snapshot import Snapshot
-from lakequery.storage import Storage, open_storage
+from lakequery.storage import Storage
 from lakequery.txn import Transaction
 from lakequery.writer.new_table import new_table, split_configuration, upgraded_protocol
 
@@ -110,8 +110,8 @@ def create_table(
         raise ValueError(f"mode must be one of {sorted(_OPERATIONS)}, not {mode!r}")
     if isinstance(partition_by, str):
         partition_by = [partition_by]
-    storage = open_storage(uri, storage_options)
     table = DeltaTable(uri, storage_options=storage_options)
+    storage = table.storage
     fields = delta_schema(schema)
     metadata, protocol = new_table(
         fields, partition_by or (), configuration, name=name, description=description

@@ -275,6 +275,15 @@ def test_refusals_write_nothing(
     assert not (folder / "_delta_log").exists()
 
 
+def test_refuses_a_file_that_is_not_parquet(folder: Path) -> None:
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [1]}), folder / "a.parquet")
+    (folder / "notes.txt").write_text("not a Parquet file")
+    with pytest.raises(SchemaError, match=r"notes\.txt"):
+        lq.convert_to_delta(str(folder))
+    assert not (folder / "_delta_log").exists()
+
+
 def test_refuses_a_delta_table(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     lq.write(uri, pa.table({"id": [1]}))
