@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from lakequery import demo
     from lakequery.cdf import ChangeScan
     from lakequery.history import CommitEntry
+    from lakequery.management.convert import convert_to_delta
+    from lakequery.management.detail import TableDetail
+    from lakequery.management.repair import RepairResult
     from lakequery.scan import FileTask, Scan, ScanPlan
     from lakequery.snapshot import Snapshot
     from lakequery.sql import sql
@@ -91,6 +94,7 @@ __all__ = [
     "PredicateError",
     "ProtocolChangedError",
     "ProtocolError",
+    "RepairResult",
     "RestoreError",
     "RetentionError",
     "Scan",
@@ -104,6 +108,7 @@ __all__ = [
     "StreamError",
     "StreamOffset",
     "TableAlreadyExistsError",
+    "TableDetail",
     "TableNotFoundError",
     "Transaction",
     "UnsupportedFeatureError",
@@ -113,6 +118,7 @@ __all__ = [
     "WriteState",
     "__version__",
     "commit_write",
+    "convert_to_delta",
     "demo",
     "plan_write",
     "sql",
@@ -133,11 +139,14 @@ _LAZY: dict[str, str] = {
     "Snapshot": "lakequery.snapshot",
     "StreamBatch": "lakequery.streaming",
     "StreamOffset": "lakequery.streaming",
+    "RepairResult": "lakequery.management.repair",
+    "TableDetail": "lakequery.management.detail",
     "Transaction": "lakequery.txn",
     "WritePlan": "lakequery.writer",
     "WriteResult": "lakequery.writer",
     "WriteState": "lakequery.writer",
     "commit_write": "lakequery.writer",
+    "convert_to_delta": "lakequery.management.convert",
     "plan_write": "lakequery.writer",
     "sql": "lakequery.sql",
     "write": "lakequery.writer",

@@ -51,6 +51,12 @@ def footer_row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:
     return _read_footers(storage, paths, lambda md: int(md.num_rows))
 
 
+def footer_metadata(storage: Storage, paths: Sequence[str]) -> list[pq.FileMetaData]:
+    """The whole footer of each file (paths relative to the table root): row groups and
+    their column statistics (``lq.convert_to_delta`` collects stats from them)."""
+    return _read_footers(storage, paths, lambda md: md)
+
+
 def footer_schemas(storage: Storage, paths: Sequence[str]) -> list[pa.Schema]:
     """The Arrow schema each data file stores (paths relative to the table root)."""
     return _read_footers(storage, paths, lambda md: md.schema.to_arrow_schema())

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
         VacuumResult,
     )
     from lakequery.commands.progress import ProgressCallback
+    from lakequery.management.create import CreateMode
+    from lakequery.management.detail import TableDetail
+    from lakequery.management.repair import RepairResult
     from lakequery.streaming import StreamBatch, StreamOffset
 
 
@@ -72,6 +75,56 @@ class DeltaTable:
     def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
         self.storage: Storage = open_storage(uri, storage_options)
         self._latest: Snapshot | None = None
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: Any,
+        *,
+        partition_by: Sequence[str] | str | None = None,
+        configuration: Mapping[str, str] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        mode: CreateMode = "error",
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> DeltaTable:
+        """Creates an empty table (one commit: protocol + metaData); see
+        :mod:`lakequery.management.create`.
+
+        Args:
+            uri: where the table goes.
+            schema: a ``pyarrow.Schema`` or a Delta ``StructType``.
+            partition_by: partition columns.
+            configuration: table properties; ``delta.feature.<name>=supported`` adds a
+                feature to the protocol without storing the key.
+            name: table name stored in the metadata.
+            description: table description stored in the metadata.
+            mode: ``"error"`` (default), ``"ignore"`` (IF NOT EXISTS) or ``"overwrite"``
+                (OR REPLACE).
+            storage_options: s3fs options for ``s3://`` tables.
+
+        Raises:
+            TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> dt = lq.DeltaTable.create("memory://dt-create", pa.schema([("x", pa.int32())]))
+            >>> dt.snapshot().version, dt.snapshot().num_files
+            (0, 0)
+        """
+        from lakequery.management.create import create_table
+
+        return create_table(
+            uri,
+            schema,
+            partition_by=partition_by,
+            configuration=configuration,
+            name=name,
+            description=description,
+            mode=mode,
+            storage_options=storage_options,
+        )
 
     @property
     def storage_options(self) -> dict[str, Any] | None:
@@ -603,3 +656,32 @@ class DeltaTable:
 
         retention = None if retention_hours is None else int(retention_hours * 3_600_000)
         return cleanup_expired_logs(self.storage, retention_ms=retention)
+
+    # -- management (lakequery.management) -------------------------------------------------------
+    def detail(self) -> TableDetail:
+        """DESCRIBE DETAIL of the latest version; see :mod:`lakequery.management.detail`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://dt-detail", pa.table({"x": [1]}))
+            >>> lq.DeltaTable("memory://dt-detail").detail().num_files
+            1
+        """
+        from lakequery.management.detail import describe_detail
+
+        return describe_detail(self.snapshot())
+
+    def repair(self, *, dry_run: bool = True) -> RepairResult:
+        """FSCK REPAIR TABLE: finds live files whose data file is missing and, unless
+        ``dry_run`` (the default), removes them in one commit; see
+        :mod:`lakequery.management.repair`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://dt-repair", pa.table({"x": [1]}))
+            >>> lq.DeltaTable("memory://dt-repair").repair().files_removed
+            ()
+        """
+        from lakequery.management.repair import repair
+
+        return repair(self.storage, self.snapshot(), dry_run=dry_run)

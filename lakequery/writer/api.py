@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -51,10 +50,8 @@ from lakequery.metadata import Metadata
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
-from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
+from lakequery.protocol.features import Protocol, table_features_in_use
 from lakequery.protocol.schema import (
-    PrimitiveType,
-    StructType,
     from_arrow_schema,
     schema_to_json,
 )
@@ -63,6 +60,14 @@ from lakequery.storage import Storage, open_storage
 from lakequery.txn import CommitResult, Transaction
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.inputs import to_reader
+from lakequery.writer.new_table import (
+    check_partition_columns,
+    new_table,
+    new_table_metadata,
+    split_configuration,
+    upgraded_protocol,
+    with_row_tracking_columns,
+)
 from lakequery.writer.schema_evolution import assign_column_mapping, reconcile
 from lakequery.writer.state import WriteState
 
@@ -76,12 +81,6 @@ _MODE_NAMES = {
     "overwrite": "Overwrite",
     "ignore": "Ignore",
 }
-#: Creation-time pseudo-properties: they shape the protocol and are not stored.
-_PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
-#: Table property that lets DML write deletion vectors; on by default for new tables.
-DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
-_ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
-_ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
 
 @dataclass(frozen=True)
@@ -166,42 +165,6 @@ def _latest(storage: Storage) -> Snapshot | None:
         return None
 
 
-def _split_configuration(
-    configuration: Mapping[str, str] | None,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(stored properties, pseudo-properties)."""
-    stored: dict[str, str] = {}
-    pseudo: dict[str, str] = {}
-    for key, value in (configuration or {}).items():
-        target = pseudo if key.startswith(_PSEUDO_PREFIXES) else stored
-        target[str(key)] = str(value)
-    return stored, pseudo
-
-
-def _check_partition_columns(schema: StructType, partition_by: Sequence[str]) -> tuple[str, ...]:
-    out = []
-    for name in partition_by:
-        f = next((f for f in schema.fields if f.name.lower() == name.lower()), None)
-        if f is None:
-            raise SchemaError(f"partition column {name!r} is not in the data ({schema.names})")
-        if not isinstance(f.type, PrimitiveType) or f.type.name in ("void", "variant"):
-            raise SchemaError(f"column {name!r} of type {f.type} cannot be a partition column")
-        out.append(f.name)
-    if len(set(out)) != len(out):
-        raise SchemaError(f"partition columns repeat: {list(partition_by)}")
-    if schema.fields and len(out) == len(schema.fields):
-        raise SchemaError("a table needs at least one column that is not a partition column")
-    return tuple(out)
-
-
-def _with_row_tracking_columns(config: dict[str, str]) -> dict[str, str]:
-    """Enabled row tracking needs the names of its materialized columns (digest §14)."""
-    if (config.get("delta.enableRowTracking") or "").strip().lower() == "true":
-        config.setdefault(_ROW_ID_COLUMN_KEY, f"_row-id-col-{uuid.uuid4()}")
-        config.setdefault(_ROW_COMMIT_VERSION_COLUMN_KEY, f"_row-commit-version-col-{uuid.uuid4()}")
-    return config
-
-
 def _check_row_tracking_enablement(snapshot: Snapshot, config: dict[str, str]) -> None:
     """Row tracking may only be enabled when every live file already has row ids."""
 
@@ -215,45 +178,6 @@ def _check_row_tracking_enablement(snapshot: Snapshot, config: dict[str, str]) -
                 "delta.enableRowTracking=true needs baseRowId on every live file; "
                 f"{ids.null_count} file(s) lack it and lakequery does not backfill row ids"
             )
-
-
-def _new_table_metadata(
-    schema: StructType,
-    partition_by: tuple[str, ...],
-    configuration: Mapping[str, str],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-) -> Metadata:
-    config = _with_row_tracking_columns(dict(configuration))
-    mode = (config.get("delta.columnMapping.mode") or "none").lower()
-    if mode != "none":
-        schema, max_id = assign_column_mapping(schema, 0)
-        config["delta.columnMapping.maxColumnId"] = str(max_id)
-    return Metadata(
-        id=str(uuid.uuid4()),
-        schema_string=schema_to_json(schema),
-        partition_columns=partition_by,
-        configuration=config,
-        name=name,
-        description=description,
-        created_time=int(time.time() * 1000),
-    )
-
-
-def _upgraded(current: Protocol, needed: set[str]) -> Protocol | None:
-    """The protocol with ``needed`` added (None when it already supports them)."""
-    missing = {f for f in needed if not current.supports(f)}
-    if not missing:
-        return None
-    have = current.effective_reader_features() | current.effective_writer_features()
-    proto = protocol_for(set(have) | missing)
-    return Protocol(
-        max(proto.min_reader_version, current.min_reader_version),
-        max(proto.min_writer_version, current.min_writer_version),
-        proto.reader_features,
-        proto.writer_features,
-    )
 
 
 def plan_write(
@@ -306,7 +230,7 @@ def plan_write(
         storage_options=storage_options,
         target_file_size=target_file_size,
     )
-    stored, pseudo = _split_configuration(configuration)
+    stored, pseudo = split_configuration(configuration)
     if snapshot is None:
         return _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
     if mode == "error":
@@ -332,7 +256,7 @@ def plan_write(
     result = reconcile(meta.schema, schema, merge=schema_mode == "merge")
     config = {**meta.configuration, **stored}
     _check_row_tracking_enablement(snapshot, config)
-    config = _with_row_tracking_columns(config)
+    config = with_row_tracking_columns(config)
     new_schema = result.schema
     if result.changed and snapshot.column_mapping_mode != "none":
         max_id = int(config.get("delta.columnMapping.maxColumnId") or 0)
@@ -349,7 +273,7 @@ def plan_write(
             description=description if description is not None else meta.description,
         )
         needed = table_features_in_use(new_schema, {**config, **pseudo})
-        plan.protocol = _upgraded(snapshot.protocol, needed)
+        plan.protocol = upgraded_protocol(snapshot.protocol, needed)
     plan.state = WriteState.for_table(
         storage.root,
         plan.metadata or meta,
@@ -369,15 +293,15 @@ def _plan_create(
     name: str | None,
     description: str | None,
 ) -> WritePlan:
-    delta_schema = from_arrow_schema(schema)
-    parts = _check_partition_columns(delta_schema, partition_by or ())
-    # DELETE/UPDATE/MERGE mark rows in deletion vectors instead of rewriting files; new
-    # tables opt in unless the configuration says otherwise (documented default).
-    stored = {DELETION_VECTORS_KEY: "true", **stored}
-    plan.metadata = _new_table_metadata(
-        delta_schema, parts, stored, name=name, description=description
+    # one definition of a new table's metadata and protocol (lakequery.writer.new_table)
+    plan.metadata, plan.protocol = new_table(
+        from_arrow_schema(schema),
+        partition_by or (),
+        {**stored, **pseudo},
+        name=name,
+        description=description,
     )
-    plan.protocol = protocol_for(table_features_in_use(plan.metadata.schema, {**stored, **pseudo}))
+    parts = plan.metadata.partition_columns
     plan.partition_by = parts
     plan.state = WriteState.for_table(
         plan.storage.root,
@@ -405,12 +329,12 @@ def _plan_replace(
     if partition_by is None:  # keep the old partitioning when the columns still exist
         names = {n.lower() for n in delta_schema.names}
         partition_by = [c for c in old.partition_columns if c.lower() in names]
-    parts = _check_partition_columns(delta_schema, partition_by)
+    parts = check_partition_columns(delta_schema, partition_by)
     config = {**old.configuration, **stored}
-    fresh = _new_table_metadata(delta_schema, parts, config, name=name, description=description)
+    fresh = new_table_metadata(delta_schema, parts, config, name=name, description=description)
     plan.metadata = replace(fresh, id=old.id, created_time=old.created_time)
     needed = table_features_in_use(plan.metadata.schema, {**config, **pseudo})
-    plan.protocol = _upgraded(plan.snapshot.protocol, needed)
+    plan.protocol = upgraded_protocol(plan.snapshot.protocol, needed)
     plan.partition_by = parts
     plan.state = WriteState.for_table(
         plan.storage.root,

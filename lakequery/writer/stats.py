@@ -203,8 +203,8 @@ class _Acc:
     def __init__(self) -> None:
         self.lo: Any = None
         self.hi: Any = None
-        self.nulls = 0
-        self.nan = False
+        self.nulls: int | None = 0  # None: unknown (footer without a null count)
+        self.nan = False  # also set when the bounds are unknown: no min/max then
 
 
 class StatsCollector:
@@ -237,7 +237,8 @@ class StatsCollector:
         for col, acc in zip(self.columns, self._acc, strict=True):
             arr = _leaf(data, col.path)
             nulls = arr.null_count
-            acc.nulls += nulls
+            if acc.nulls is not None:
+                acc.nulls += nulls
             if col.kind == "count" or nulls == len(arr) or acc.nan:
                 continue
             if col.kind == "float" and pc.any(pc.is_nan(arr)).as_py():
@@ -247,6 +248,30 @@ class StatsCollector:
                 arr = arr.cast(pa.int64() if col.kind != "date" else pa.int32())
             mm = pc.min_max(arr)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            acc.lo = lo if acc.lo is None or lo < acc.lo else acc.lo
+            acc.hi = hi if acc.hi is None or hi > acc.hi else acc.hi
+
+    def add_bounds(self, index: int, lo: Any, hi: Any, null_count: int | None) -> None:
+        """Adds what is known of column ``index`` without reading its rows (Parquet footer
+        statistics, ``lq.convert_to_delta``); rows are added to :attr:`num_records` by
+        the caller.
+
+        Args:
+            index: position in the collector's columns.
+            lo, hi: bounds in the form :meth:`update` accumulates (ints for integers,
+                days for dates, microseconds for timestamps, ``Decimal``, ``str``); both
+                None when the rows are all null; ``...`` (Ellipsis) when unknown, which
+                leaves the column without min/max in this file.
+            null_count: nulls in these rows; None when unknown (no nullCount then).
+        """
+        acc = self._acc[index]
+        if null_count is None or acc.nulls is None:
+            acc.nulls = None
+        else:
+            acc.nulls += null_count
+        if lo is ... or hi is ...:
+            acc.nan = True
+        elif lo is not None and hi is not None and not acc.nan:
             acc.lo = lo if acc.lo is None or lo < acc.lo else acc.lo
             acc.hi = hi if acc.hi is None or hi > acc.hi else acc.hi
 
@@ -273,7 +298,8 @@ class StatsCollector:
         maxs: dict[str, Any] = {}
         nulls: dict[str, Any] = {}
         for col, acc in zip(self.columns, self._acc, strict=True):
-            _put(nulls, col.physical, acc.nulls)
+            if acc.nulls is not None:
+                _put(nulls, col.physical, acc.nulls)
             if acc.lo is None or acc.nan:
                 continue
             lo = self._json_value(col.kind, acc.lo, upper=False)

@@ -1,0 +1,155 @@
+"""``DeltaTable.create``: a new, empty Delta table in one commit (``protocol`` + ``metaData``).
+
+The metadata and protocol come from :func:`lakequery.writer.new_table.new_table`, the same
+function ``lq.write`` uses when it creates a table, so both agree: deletion vectors are on
+unless ``configuration`` says otherwise, ``delta.feature.<name>=supported`` and
+``delta.minReaderVersion``/``delta.minWriterVersion`` shape the protocol without being
+stored, and the protocol is the smallest that supports what the schema and configuration
+use (legacy versions where they suffice).
+
+Modes (decision recorded in ARCHITECTURE.md, "Table management"): ``"error"`` (default,
+like ``CREATE TABLE``), ``"ignore"`` (``CREATE TABLE IF NOT EXISTS``: an existing table is
+left as it is, whatever its schema) and ``"overwrite"`` (``CREATE OR REPLACE TABLE``: one
+commit that removes every live file and replaces schema, partitioning, properties, name and
+description; the table id and creation time stay, the protocol is only ever upgraded). An
+append-only table is never replaced (:class:`~lakequery.AppendOnlyError`), and a replace
+cannot itself set ``delta.appendOnly=true`` (the commit's append-only check sees the new
+properties): set it with a later commit.
+
+Example:
+    >>> import pyarrow as pa, lakequery as lq
+    >>> dt = lq.DeltaTable.create("memory://create-doc", pa.schema([("id", pa.int64()),
+    ...     ("day", pa.string())]), partition_by=["day"],
+    ...     configuration={"delta.enableChangeDataFeed": "true"})
+    >>> snap = dt.snapshot()
+    >>> snap.version, snap.num_files, snap.partition_columns
+    (0, 0, ['day'])
+    >>> snap.protocol.writer_features
+    ('changeDataFeed', 'deletionVectors')
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from lakequery.errors import AppendOnlyError, TableAlreadyExistsError, TableNotFoundError
+from lakequery.protocol.features import table_features_in_use
+from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.schema import StructType, from_arrow_schema
+from lakequery.snapshot import Snapshot
+from lakequery.storage import Storage
+from lakequery.txn import Transaction
+from lakequery.writer.new_table import new_table, split_configuration, upgraded_protocol
+
+if TYPE_CHECKING:
+    from lakequery.metadata import Metadata
+    from lakequery.table import DeltaTable
+
+CreateMode = Literal["error", "ignore", "overwrite"]
+_OPERATIONS = {
+    "error": "CREATE TABLE",
+    "ignore": "CREATE TABLE",
+    "overwrite": "CREATE OR REPLACE TABLE",
+}
+
+
+def delta_schema(schema: Any) -> StructType:
+    """A Delta :class:`StructType` from a ``pyarrow.Schema``, a ``StructType`` or any
+    object exporting an Arrow schema (``__arrow_c_schema__``: Polars, nanoarrow...)."""
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, pa.Schema):
+        return from_arrow_schema(schema)
+    if hasattr(schema, "__arrow_c_schema__"):
+        return from_arrow_schema(pa.schema(schema))
+    raise TypeError(
+        f"schema must be a pyarrow.Schema or a lakequery StructType, not {type(schema).__name__}"
+    )
+
+
+def _latest(storage: Storage) -> Snapshot | None:
+    from lakequery.log_segment import load_state
+
+    try:
+        return Snapshot(storage, load_state(storage, None))
+    except TableNotFoundError:
+        return None
+
+
+def _parameters(metadata: Metadata) -> dict[str, Any]:
+    """``commitInfo.operationParameters`` as Spark's CREATE TABLE writes them."""
+    return {
+        "partitionBy": json.dumps(list(metadata.partition_columns)),
+        "description": metadata.description,
+        "isManaged": "false",
+        "properties": json.dumps(dict(metadata.configuration)),
+    }
+
+
+def create_table(
+    uri: str,
+    schema: Any,
+    *,
+    partition_by: Sequence[str] | str | None = None,
+    configuration: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    mode: CreateMode = "error",
+    storage_options: Mapping[str, Any] | None = None,
+) -> DeltaTable:
+    """Creates an empty Delta table (see :meth:`lakequery.DeltaTable.create`)."""
+    from lakequery.table import DeltaTable
+
+    if mode not in _OPERATIONS:
+        raise ValueError(f"mode must be one of {sorted(_OPERATIONS)}, not {mode!r}")
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    table = DeltaTable(uri, storage_options=storage_options)
+    storage = table.storage
+    fields = delta_schema(schema)
+    metadata, protocol = new_table(
+        fields, partition_by or (), configuration, name=name, description=description
+    )
+    existing = _latest(storage)
+    if existing is not None:
+        if mode == "ignore":
+            return table
+        if mode == "error":
+            raise TableAlreadyExistsError(
+                storage.root, "use mode='ignore' (IF NOT EXISTS) or 'overwrite' (OR REPLACE)"
+            )
+    txn = Transaction(
+        storage, existing, operation=_OPERATIONS[mode], parameters=_parameters(metadata)
+    )
+    if existing is None:
+        txn.set_protocol(protocol)
+        txn.set_metadata(metadata)
+    else:  # CREATE OR REPLACE: same table id, every live file removed
+        _, pseudo = split_configuration(configuration)
+        old = existing.metadata
+        if TableProperties(old.configuration).append_only:
+            raise AppendOnlyError(storage.root, _OPERATIONS[mode])
+        txn.set_metadata(replace(metadata, id=old.id, created_time=old.created_time))
+        needed = table_features_in_use(metadata.schema, {**metadata.configuration, **pseudo})
+        upgraded = upgraded_protocol(existing.protocol, needed)
+        if upgraded is not None:
+            txn.set_protocol(upgraded)
+        from lakequery.commands.file_actions import remove_actions
+
+        txn.read_whole_table()
+        txn.remove_files(remove_actions(existing, existing.files(), int(time.time() * 1000)))
+    try:
+        txn.commit()
+    except TableAlreadyExistsError:
+        if mode != "ignore":
+            raise  # created concurrently
+    return table
+
+
+__all__ = ["CreateMode", "create_table", "delta_schema"]
