@@ -42,6 +42,7 @@ from lakequery.commands.file_actions import (
     remove_actions,
 )
 from lakequery.errors import (
+    IdentityConflictError,
     LakeQueryError,
     SchemaError,
     TableAlreadyExistsError,
@@ -55,13 +56,19 @@ from lakequery.protocol.features import Protocol, protocol_for, table_features_i
 from lakequery.protocol.schema import (
     PrimitiveType,
     StructType,
-    from_arrow_schema,
     schema_to_json,
 )
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
 from lakequery.txn import CommitResult, Transaction
 from lakequery.writer.data_files import write_data_files
+from lakequery.writer.identity import (
+    Identity,
+    declared_schema,
+    rebase_identity,
+    stage_high_water_marks,
+    with_generation,
+)
 from lakequery.writer.inputs import to_reader
 from lakequery.writer.schema_evolution import assign_column_mapping, reconcile
 from lakequery.writer.state import WriteState
@@ -82,6 +89,8 @@ _PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriter
 DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
 _ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
 _ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
+#: Commits ``write`` tries when concurrent writers keep taking its identity values.
+IDENTITY_ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,7 @@ def plan_write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    identity: Mapping[str, Identity] | None = None,
 ) -> WritePlan:
     """Step 1 of a write: decide everything on the driver (see the module docstring).
 
@@ -307,8 +317,12 @@ def plan_write(
         target_file_size=target_file_size,
     )
     stored, pseudo = _split_configuration(configuration)
+    if identity and snapshot is not None and schema_mode != "overwrite":
+        raise ValueError("identity= declares the identity columns of a new table")
+    plan.extra["identity"] = dict(identity or {})
     if snapshot is None:
-        return _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        return with_generation(plan, schema)
     if mode == "error":
         raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
     if mode == "ignore":
@@ -320,7 +334,8 @@ def plan_write(
             plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
             return plan
     if schema_mode == "overwrite":
-        return _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        return with_generation(plan, schema)
     meta = snapshot.metadata
     if partition_by is not None and [c.lower() for c in partition_by] != [
         c.lower() for c in meta.partition_columns
@@ -357,7 +372,7 @@ def plan_write(
         storage_options=storage_options,
         target_file_size=target_file_size,
     )
-    return _with_predicate_constraint(plan)
+    return with_generation(_with_predicate_constraint(plan), schema)
 
 
 def _plan_create(
@@ -369,7 +384,7 @@ def _plan_create(
     name: str | None,
     description: str | None,
 ) -> WritePlan:
-    delta_schema = from_arrow_schema(schema)
+    delta_schema = declared_schema(schema, plan.extra.get("identity"), partition_by)
     parts = _check_partition_columns(delta_schema, partition_by or ())
     # DELETE/UPDATE/MERGE mark rows in deletion vectors instead of rewriting files; new
     # tables opt in unless the configuration says otherwise (documented default).
@@ -401,7 +416,7 @@ def _plan_replace(
     """``schema_mode="overwrite"``: new schema and partitioning, same table id."""
     assert plan.snapshot is not None
     old = plan.snapshot.metadata
-    delta_schema = from_arrow_schema(schema)
+    delta_schema = declared_schema(schema, plan.extra.get("identity"), partition_by)
     if partition_by is None:  # keep the old partitioning when the columns still exist
         names = {n.lower() for n in delta_schema.names}
         partition_by = [c for c in old.partition_columns if c.lower() in names]
@@ -465,7 +480,7 @@ def _removes_for_overwrite(
     whole = snapshot.scan().restricted_to(candidates)
     reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql))
     assert plan.state is not None
-    keep_state = replace(plan.state, extra_constraints=())
+    keep_state = replace(plan.state, extra_constraints=(), identity=())
     kept = write_data_files(reader, keep_state)
     con.close()
     return remove_actions(snapshot, candidates, now), kept
@@ -503,7 +518,7 @@ def commit_write(
         operation="CREATE TABLE" if creating and plan.mode != "overwrite" else "WRITE",
         parameters=_parameters(plan),
     )
-    if plan.metadata is not None:
+    if not stage_high_water_marks(txn, plan, staged) and plan.metadata is not None:
         txn.set_metadata(plan.metadata)
     if plan.protocol is not None:
         txn.set_protocol(plan.protocol)
@@ -547,6 +562,11 @@ def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResu
     shape (same schema and partitioning), else give up."""
     snapshot = _latest(plan.storage)
     assert plan.metadata is not None and snapshot is not None
+    if plan.state is not None and plan.state.identity:  # our values started from scratch
+        raise TableAlreadyExistsError(
+            plan.storage.root,
+            "created concurrently; identity values were generated for a new table",
+        )
     ours, theirs = plan.metadata, snapshot.metadata
     uses_mapping = any(PHYSICAL_NAME_KEY in f.metadata for f in theirs.schema.fields)
     if (
@@ -591,6 +611,7 @@ def write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    identity: Mapping[str, Identity] | None = None,
 ) -> WriteResult:
     """Writes data to a Delta table, creating it when missing.
 
@@ -618,6 +639,11 @@ def write(
         app_version: the application's progress marker for this write.
         name: table name stored in the metadata (new tables).
         description: table description stored in the metadata.
+        identity: identity columns of a new table, column name ->
+            :class:`~lakequery.Identity` (``GENERATED ALWAYS`` or ``BY DEFAULT AS
+            IDENTITY``); columns the data lacks are added in front as ``long``. Writes
+            generate the values of identity columns missing from their data (see
+            :mod:`lakequery.writer.identity`).
 
     Returns:
         A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
@@ -629,6 +655,7 @@ def write(
             generated column or the overwrite predicate.
         AppendOnlyError: overwrite of a ``delta.appendOnly`` table.
         CommitConflictError: a concurrent commit conflicts (a subclass names the kind).
+        IdentityColumnError: the data holds a ``GENERATED ALWAYS`` identity column.
 
     Example:
         >>> import pyarrow as pa, lakequery as lq
@@ -657,11 +684,17 @@ def write(
         app_version=app_version,
         name=name,
         description=description,
+        identity=identity,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
     adds = write_data_files(reader, plan.state)
     try:
+        for _ in range(IDENTITY_ATTEMPTS - 1):
+            try:
+                return commit_write(plan, adds)
+            except IdentityConflictError as conflict:  # shift our values above the winner's
+                plan, adds = rebase_identity(plan, adds, conflict)
         return commit_write(plan, adds)
     except LakeQueryError:
         log.info("commit failed; %d data files written for it are orphans", len(adds))
