@@ -690,12 +690,15 @@ def write(
         return commit_write(plan, [])
     adds = write_data_files(reader, plan.state)
     try:
-        for _ in range(IDENTITY_ATTEMPTS - 1):
+        for lost in range(IDENTITY_ATTEMPTS):
             try:
-                return commit_write(plan, adds)
+                result = commit_write(plan, adds)
+                return replace(result, attempts=result.attempts + lost)
             except IdentityConflictError as conflict:  # shift our values above the winner's
+                if lost == IDENTITY_ATTEMPTS - 1:
+                    raise
                 plan, adds = rebase_identity(plan, adds, conflict)
-        return commit_write(plan, adds)
+        raise AssertionError("unreachable")
     except LakeQueryError:
         log.info("commit failed; %d data files written for it are orphans", len(adds))
         raise
