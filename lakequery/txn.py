@@ -265,6 +265,11 @@ class Transaction:
         return any(f.get("dataChange", True) for f in files) or not files
 
     @property
+    def changes_metadata(self) -> bool:
+        """Whether a new ``metaData`` action is staged."""
+        return self._new_metadata is not None
+
+    @property
     def identity_only_metadata(self) -> bool:
         """The new metadata only moves identity high-water marks (tagged so by the writer)."""
         return self._new_metadata is not None and self.tags.get(IDENTITY_COMMIT_TAG) == "true"
