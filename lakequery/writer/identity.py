@@ -33,8 +33,8 @@ Example:
     >>> col = identity_columns(schema)[0]
     >>> col.next_value(), IdentityColumn("id", 1, 3, 4, True).next_value()
     (10, 7)
-    >>> fill_identity(pa.record_batch({"id": pa.nulls(3, pa.int64())}), (("id", 10, -5),), 2)
-    ...     .column("id").to_pylist()
+    >>> batch = pa.record_batch({"id": pa.nulls(3, pa.int64())})
+    >>> fill_identity(batch, (("id", 10, -5),), 2).column("id").to_pylist()
     [0, -5, -10]
 """
 
