@@ -174,3 +174,44 @@ def test_processes_append_concurrently_with_unique_ids(tmp_path: Path) -> None:
         for seq in range(appends):
             got_ids = [by_v[f"{w}-{seq}-{i}"] for i in range(rows)]
             assert got_ids == list(range(got_ids[0], got_ids[0] + 2 * rows, 2))
+
+
+def test_rebase_with_column_mapping_partitions_and_two_columns(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"p": ["x"], "v": ["seed"]}),
+        identity={"id": Identity(), "down": Identity(start=0, step=-1, always=False)},
+        partition_by=["p"],
+        configuration={"delta.columnMapping.mode": "name"},
+    )
+    rows = pa.table({"p": ["x", "y"], "v": ["a", "b"]})
+    first = plan_write(uri, rows.schema, mode="append")
+    second = plan_write(uri, rows.schema, mode="append")
+    assert first.state is not None and second.state is not None
+    adds_first = write_data_files(rows, first.state)
+    adds_second = write_data_files(rows, second.state)
+    commit_write(first, adds_first)
+    with pytest.raises(lq.IdentityConflictError) as err:
+        commit_write(second, adds_second)
+    second, adds_second = rebase_identity(second, adds_second, err.value)
+    commit_write(second, adds_second)
+    snap = lq.DeltaTable(uri).snapshot()
+    got = sorted(snap.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["down"], r["p"]) for r in got] == [
+        (1, 0, "x"),
+        (2, -1, "x"),
+        (3, -2, "y"),
+        (4, -3, "x"),
+        (5, -4, "y"),
+    ]
+    # statistics of the rewritten files moved with the values (keyed by physical name)
+    physical = snap.metadata.schema["id"].metadata["delta.columnMapping.physicalName"]
+    for add in adds_second:
+        stats = json.loads(add["stats"])
+        assert stats["minValues"][physical] in (4, 5)
+        assert stats["minValues"][physical] == stats["maxValues"][physical]
+    assert snap.scan(filter="id > 3").to_arrow().num_rows == 2
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+    theirs = pa.table(query.execute("SELECT id, down FROM t ORDER BY id")).to_pylist()
+    assert theirs == [{"id": r["id"], "down": r["down"]} for r in got]
