@@ -228,3 +228,46 @@ def test_schema_helper_marks_existing_long_columns() -> None:
         "delta.identity.step": 2,
         "delta.identity.allowExplicitInsert": True,
     }
+
+
+def test_overflow_is_refused_and_nothing_committed(tmp_path: Path) -> None:
+    uri = str(tmp_path / "big")
+    lq.write(uri, pa.table({"v": [1]}), identity={"id": Identity(start=2**63 - 3)})
+    lq.write(uri, pa.table({"v": [2]}), mode="append")  # 2**63 - 2
+    with pytest.raises(lq.IdentityColumnError, match="overflows long"):
+        lq.write(uri, pa.table({"v": [3, 4]}), mode="append")
+    assert lq.DeltaTable(uri).snapshot().version == 1
+    assert ids(lq_table(uri)) == [2**63 - 3, 2**63 - 2]
+
+
+def test_optimize_keeps_ids_and_mark(tmp_path: Path) -> None:
+    uri = str(tmp_path / "opt")
+    lq.write(uri, pa.table({"v": ["a"]}), identity={"id": Identity()}, configuration=NO_DV)
+    for v in "bcd":
+        lq.write(uri, pa.table({"v": [v]}), mode="append")
+    before = sorted(lq_table(uri).to_pylist(), key=lambda r: r["id"])
+    metrics = lq.DeltaTable(uri).optimize()
+    assert metrics.files_removed == 4
+    assert sorted(lq_table(uri).to_pylist(), key=lambda r: r["id"]) == before
+    assert ids(dl_table(uri)) == [1, 2, 3, 4]
+    assert field_metadata(uri, "id")["delta.identity.highWaterMark"] == 4
+    lq.write(uri, pa.table({"v": ["e"]}), mode="append")
+    assert ids(lq_table(uri)) == [1, 2, 3, 4, 5]
+
+
+def test_spark_data_source_refuses_to_generate(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from lakequery.spark.datasource_options import WriteOptions
+    from lakequery.spark.datasource_write import plan
+
+    uri = str(tmp_path / "spark")
+    lq.write(uri, pa.table({"v": ["a"]}), identity={"id": Identity(always=False)})
+    options = WriteOptions(uri=uri, mode="append")
+    without_id = StructType([StructField("v", StringType())])
+    with pytest.raises(lq.IdentityColumnError, match="Spark data source"):
+        plan(options, without_id)
+    # values given for a BY DEFAULT column need no generation: planned as usual
+    with_id = StructType([StructField("id", LongType()), StructField("v", StringType())])
+    assert plan(options, with_id).state is not None
