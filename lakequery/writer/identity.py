@@ -428,10 +428,23 @@ def declared_schema(
     identity: Mapping[str, Identity] | None,
     partition_by: Sequence[str] | None,
 ) -> StructType:
-    """The Delta schema of data creating a table, with the declared identity columns."""
+    """The Delta schema of data creating a table, with the declared identity columns.
+
+    Identity metadata the data brings along (Arrow fields read from another identity
+    table) is dropped, as Spark's CREATE TABLE AS SELECT does: only ``identity`` declares
+    identity columns of a new table.
+    """
+    delta = StructType(
+        tuple(
+            replace(f, metadata={k: v for k, v in f.metadata.items() if k not in _KEYS})
+            if any(k in f.metadata for k in _KEYS)
+            else f
+            for f in from_arrow_schema(schema).fields
+        )
+    )
     if not identity:
-        return from_arrow_schema(schema)
-    return identity_schema(schema, identity, partition_by=partition_by or ())
+        return delta
+    return identity_schema(delta, identity, partition_by=partition_by or ())
 
 
 def with_generation(plan: WritePlan, data_schema: pa.Schema) -> WritePlan:

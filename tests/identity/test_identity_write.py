@@ -271,3 +271,16 @@ def test_spark_data_source_refuses_to_generate(tmp_path: Path) -> None:
     # values given for a BY DEFAULT column need no generation: planned as usual
     with_id = StructType([StructField("id", LongType()), StructField("v", StringType())])
     assert plan(options, with_id).state is not None
+
+
+def test_copying_an_identity_table_declares_nothing(tmp_path: Path) -> None:
+    source = str(tmp_path / "source")
+    lq.write(source, pa.table({"v": ["x", "y"]}), identity={"id": Identity()})
+    rows = lq_table(source)  # its Arrow fields carry the Delta column metadata
+    copy = str(tmp_path / "copy")
+    lq.write(copy, rows)  # as CREATE TABLE AS SELECT: a plain long column
+    assert field_metadata(copy, "id") == {}
+    assert ids(lq_table(copy)) == [1, 2]
+    # the values of the source's GENERATED ALWAYS column cannot go back into it
+    with pytest.raises(lq.IdentityColumnError):
+        lq.write(source, rows, mode="append")
