@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 import lakequery as lq
+from lakequery.protocol.conflicts import Footprint, WinningCommit, check_winner
 from lakequery.writer import commit_write, plan_write, write_data_files
 from lakequery.writer.identity import Identity, rebase_identity
 
@@ -215,3 +216,36 @@ def test_rebase_with_column_mapping_partitions_and_two_columns(tmp_path: Path) -
     query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
     theirs = pa.table(query.execute("SELECT id, down FROM t ORDER BY id")).to_pylist()
     assert theirs == [{"id": r["id"], "down": r["down"]} for r in got]
+
+
+def _winner(tagged: bool) -> WinningCommit:
+    info: dict[str, object] = {"isBlindAppend": True}
+    if tagged:
+        info["tags"] = {"delta.identity.schemaUpdate": "true"}
+    lines = [{"commitInfo": info}, {"metaData": {"id": "x", "schemaString": "{}"}}]
+    return WinningCommit.from_bytes(1, "\n".join(json.dumps(a) for a in lines).encode())
+
+
+@pytest.mark.parametrize(
+    ("own", "tagged", "expected"),
+    [
+        # both only moved identity marks: the identity conflict (rebase and retry)
+        (Footprint(0, changes_metadata=True, identity_only_metadata=True), True, "identity"),
+        # a transaction without metadata passes a marks-only winner (as Spark)
+        (Footprint(0, blind_append=True), True, None),
+        (Footprint(0, read_whole_table=True, removed_files=frozenset({"f"})), True, None),
+        # any other metadata change on either side stays a metadata conflict
+        (Footprint(0, changes_metadata=True), True, "metadata"),
+        (Footprint(0, changes_metadata=True, identity_only_metadata=True), False, "metadata"),
+        (Footprint(0, blind_append=True), False, "metadata"),
+    ],
+)
+def test_check_winner_identity_rules(own: Footprint, tagged: bool, expected: str | None) -> None:
+    winner = _winner(tagged)
+    assert winner.identity_only_metadata is tagged
+    if expected is None:
+        check_winner(own, winner, uri="memory://t")
+        return
+    with pytest.raises(lq.MetadataChangedError) as err:
+        check_winner(own, winner, uri="memory://t")
+    assert isinstance(err.value, lq.IdentityConflictError) is (expected == "identity")
