@@ -307,11 +307,13 @@ def rebase_identity(
     Raises:
         IdentityConflictError: the table changed in more than its high-water marks.
     """
-    from lakequery.writer.api import _latest
+    from lakequery.log_segment import load_state
+    from lakequery.snapshot import Snapshot
 
-    state, snapshot = plan.state, _latest(plan.storage)
-    if state is None or snapshot is None or plan.metadata is not None or plan.protocol:
+    state = plan.state
+    if state is None or plan.snapshot is None or plan.metadata is not None or plan.protocol:
         raise conflict
+    snapshot = Snapshot(plan.storage, load_state(plan.storage, None))
     old_schema, new_schema = state.schema, snapshot.metadata.schema
     same = (
         _without_marks(old_schema) == _without_marks(new_schema)
@@ -350,9 +352,19 @@ def _shifted_file(
     directory = relative.rpartition("/")[0]
     new_name = f"part-00000-{uuid.uuid4()}{plan.state.file_suffix}"
     new_relative = f"{directory}/{new_name}" if directory else new_name
+    from lakequery.writer.data_files import parquet_statistics_columns
+
+    # the data file writer's settings: codec, page version, no float footer statistics
+    page = plan.state.properties().get("delta.parquet.format.version", "1.0.0")
     sink = pa.BufferOutputStream()
-    writer = pq.ParquetWriter(sink, table.schema, compression=cast(Any, plan.state.parquet_codec))
-    writer.write_table(table)
+    writer = pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression=cast(Any, plan.state.parquet_codec),
+        data_page_version=cast(Any, "2.0" if page.startswith("2") else "1.0"),
+        write_statistics=list(parquet_statistics_columns(table.schema)),
+    )
+    writer.write_table(table, row_group_size=plan.state.max_rows_per_row_group)
     writer.close()
     fingerprint = schema_fingerprint(writer.writer.metadata)
     data = sink.getvalue().to_pybytes()
