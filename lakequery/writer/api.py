@@ -42,7 +42,6 @@ from lakequery.commands.file_actions import (
     remove_actions,
 )
 from lakequery.errors import (
-    IdentityConflictError,
     LakeQueryError,
     SchemaError,
     TableAlreadyExistsError,
@@ -64,8 +63,8 @@ from lakequery.txn import CommitResult, Transaction
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.identity import (
     Identity,
+    commit_rebasing_identity,
     declared_schema,
-    rebase_identity,
     stage_high_water_marks,
     with_generation,
 )
@@ -89,8 +88,6 @@ _PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriter
 DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
 _ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
 _ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
-#: Commits ``write`` tries when concurrent writers keep taking its identity values.
-IDENTITY_ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -690,15 +687,7 @@ def write(
         return commit_write(plan, [])
     adds = write_data_files(reader, plan.state)
     try:
-        for lost in range(IDENTITY_ATTEMPTS):
-            try:
-                result = commit_write(plan, adds)
-                return replace(result, attempts=result.attempts + lost)
-            except IdentityConflictError as conflict:  # shift our values above the winner's
-                if lost == IDENTITY_ATTEMPTS - 1:
-                    raise
-                plan, adds = rebase_identity(plan, adds, conflict)
-        raise AssertionError("unreachable")
+        return commit_rebasing_identity(plan, adds, commit_write)
     except LakeQueryError:
         log.info("commit failed; %d data files written for it are orphans", len(adds))
         raise

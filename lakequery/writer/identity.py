@@ -44,7 +44,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
@@ -69,7 +69,7 @@ from lakequery.protocol.schema import (
 
 if TYPE_CHECKING:
     from lakequery.txn import Transaction
-    from lakequery.writer.api import WritePlan
+    from lakequery.writer.api import WritePlan, WriteResult
 
 START_KEY = "delta.identity.start"
 STEP_KEY = "delta.identity.step"
@@ -77,6 +77,8 @@ HIGH_WATER_MARK_KEY = "delta.identity.highWaterMark"
 ALLOW_EXPLICIT_INSERT_KEY = "delta.identity.allowExplicitInsert"
 _KEYS = (START_KEY, STEP_KEY, HIGH_WATER_MARK_KEY, ALLOW_EXPLICIT_INSERT_KEY)
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+#: Commits ``lq.write`` tries when concurrent writers keep taking its identity values.
+IDENTITY_ATTEMPTS = 50
 
 #: What a write generates: (column, first value, step) per identity column it fills.
 Generation = tuple[tuple[str, int, int], ...]
@@ -386,6 +388,25 @@ def _shifted_file(
     return out
 
 
+def commit_rebasing_identity(
+    plan: WritePlan,
+    adds: Sequence[Mapping[str, Any]],
+    commit: Callable[[WritePlan, Sequence[Mapping[str, Any]]], WriteResult],
+) -> WriteResult:
+    """``commit(plan, adds)``, rebasing the identity values after each
+    :class:`IdentityConflictError` (up to :data:`IDENTITY_ATTEMPTS` commits);
+    ``attempts`` of the result counts the rebases too."""
+    for lost in range(IDENTITY_ATTEMPTS):
+        try:
+            result = commit(plan, adds)
+            return replace(result, attempts=result.attempts + lost)
+        except IdentityConflictError as conflict:
+            if lost == IDENTITY_ATTEMPTS - 1:
+                raise
+            plan, adds = rebase_identity(plan, adds, conflict)
+    raise AssertionError("unreachable")
+
+
 # -- DML (UPDATE, MERGE) -------------------------------------------------------------------------
 
 
@@ -496,12 +517,14 @@ def stage_high_water_marks(
 __all__ = [
     "ALLOW_EXPLICIT_INSERT_KEY",
     "HIGH_WATER_MARK_KEY",
+    "IDENTITY_ATTEMPTS",
     "IDENTITY_COMMIT_TAG",
     "START_KEY",
     "STEP_KEY",
     "Generation",
     "Identity",
     "IdentityColumn",
+    "commit_rebasing_identity",
     "declared_schema",
     "fill_identity",
     "identity_columns",
