@@ -57,7 +57,7 @@ from lakequery.errors import IdentityColumnError, IdentityConflictError, SchemaE
 from lakequery.metadata import Metadata
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.actions import total_records
-from lakequery.protocol.column_mapping import physical_name
+from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY, physical_name
 from lakequery.protocol.conflicts import IDENTITY_COMMIT_TAG
 from lakequery.protocol.schema import (
     PrimitiveType,
@@ -276,6 +276,45 @@ def with_high_water_marks(metadata: Metadata, generation: Generation, count: int
         for f in metadata.schema.fields
     )
     return replace(metadata, schema_string=schema_to_json(StructType(fields)))
+
+
+def merged_high_water_marks(metadata: Metadata, latest: Metadata) -> Metadata:
+    """``metadata`` (an older version's, for RESTORE) with every identity column's mark
+    moved to the farther of its own and ``latest``'s, so that values handed out after the
+    older version are never generated again (as Spark's RESTORE does). Columns match by
+    physical name (column mapping), else by name.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> from lakequery.metadata import Metadata
+        >>> schema = identity_schema(pa.schema([("v", pa.string())]), {"id": Identity(step=-1)})
+        >>> base = Metadata("t", schema_to_json(schema), ())
+        >>> old = with_high_water_marks(base, (("id", 1, -1),), 2)  # handed out 1, 0
+        >>> new = with_high_water_marks(base, (("id", 1, -1),), 5)  # then down to -3
+        >>> identity_columns(merged_high_water_marks(old, new).schema)[0].high_water_mark
+        -3
+    """
+
+    def key(f: StructField) -> str:
+        return str(f.metadata.get(PHYSICAL_NAME_KEY) or f.name)
+
+    newer = {key(f): IdentityColumn.from_field(f) for f in latest.schema.fields}
+    fields = []
+    changed = False
+    for f in metadata.schema.fields:
+        own, other = IdentityColumn.from_field(f), newer.get(key(f))
+        if own is None or other is None or other.high_water_mark is None:
+            fields.append(f)
+            continue
+        marks = [m for m in (own.high_water_mark, other.high_water_mark) if m is not None]
+        mark = max(marks) if own.step > 0 else min(marks)
+        if mark != own.high_water_mark:
+            f = replace(f, metadata={**f.metadata, HIGH_WATER_MARK_KEY: mark})
+            changed = True
+        fields.append(f)
+    if not changed:
+        return metadata
+    return replace(metadata, schema_string=schema_to_json(StructType(tuple(fields))))
 
 
 def _without_marks(schema: StructType) -> StructType:
@@ -530,6 +569,7 @@ __all__ = [
     "identity_columns",
     "identity_schema",
     "identity_value_sql",
+    "merged_high_water_marks",
     "plan_generation",
     "rebase_identity",
     "refuse_distributed",

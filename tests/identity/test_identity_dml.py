@@ -125,3 +125,18 @@ def test_delete_keeps_the_mark(tmp_path: Path) -> None:
     assert rows(uri) == [{"id": 1, "k": 1, "v": "a"}]
     lq.write(uri, pa.table({"k": [3], "v": ["c"]}), mode="append")
     assert [r["id"] for r in rows(uri)] == [1, 3]  # 2 is never handed out again
+
+
+def test_restore_keeps_the_high_water_mark(tmp_path: Path) -> None:
+    uri = make(tmp_path)  # ids 1, 2 (version 0)
+    lq.write(uri, pa.table({"k": [3, 4], "v": ["c", "d"]}), mode="append")  # ids 3, 4
+    dt = lq.DeltaTable(uri)
+    m = dt.restore(version=0)
+    assert [r["id"] for r in rows(uri)] == [1, 2]
+    # the restored metadata is version 0's, except that the mark stays at 4
+    assert mark(uri) == 4
+    lq.write(uri, pa.table({"k": [5], "v": ["e"]}), mode="append")
+    assert [r["id"] for r in rows(uri)] == [1, 2, 5]  # 3 and 4 are not handed out again
+    # restoring to a version with the same metadata but the mark of a later one: no change
+    assert dt.restore(version=m.version).version is not None
+    assert mark(uri) == 5
