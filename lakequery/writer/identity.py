@@ -520,11 +520,18 @@ def declared_schema(
 
 
 def with_generation(plan: WritePlan, data_schema: pa.Schema) -> WritePlan:
-    """Records in the plan's state the identity values the write generates.
+    """Records in the plan's state the identity values the write generates. A plan that
+    replaces the schema (``schema_mode="overwrite"``) and declares an identity column the
+    table already had keeps the table's mark (:func:`merged_high_water_marks`).
 
     Raises:
         IdentityColumnError: the data holds a ``GENERATED ALWAYS`` column.
     """
+    if plan.state is not None and plan.metadata is not None and plan.snapshot is not None:
+        merged = merged_high_water_marks(plan.metadata, plan.snapshot.metadata)
+        if merged is not plan.metadata:
+            plan.metadata = merged
+            plan.state = replace(plan.state, schema_string=merged.schema_string)
     if plan.state is not None:
         generation = plan_generation(plan.state.schema, data_schema.names)
         plan.state = replace(plan.state, identity=generation)
