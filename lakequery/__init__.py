@@ -29,6 +29,8 @@ from lakequery.errors import (
     CorruptLogError,
     DeletionVectorError,
     DomainMetadataConflictError,
+    IdentityColumnError,
+    IdentityConflictError,
     InvalidPathError,
     LakeQueryError,
     MergeConflictError,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from lakequery.table import DeltaTable
     from lakequery.txn import CommitResult, Transaction
     from lakequery.writer import WritePlan, WriteResult, WriteState, commit_write, plan_write, write
+    from lakequery.writer.identity import Identity
 
 __version__ = "0.1.0"
 
@@ -86,6 +89,9 @@ __all__ = [
     "DeltaTable",
     "DomainMetadataConflictError",
     "FileTask",
+    "Identity",
+    "IdentityColumnError",
+    "IdentityConflictError",
     "InvalidPathError",
     "LakeQueryError",
     "MergeConflictError",
@@ -134,6 +140,7 @@ _LAZY: dict[str, str] = {
     "CommitResult": "lakequery.txn",
     "DeltaTable": "lakequery.table",
     "FileTask": "lakequery.scan",
+    "Identity": "lakequery.writer.identity",
     "Scan": "lakequery.scan",
     "ScanPlan": "lakequery.scan",
     "Snapshot": "lakequery.snapshot",

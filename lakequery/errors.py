@@ -159,6 +159,16 @@ class SchemaMismatchError(SchemaError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
+class IdentityColumnError(LakeQueryError, ValueError):
+    """An identity column is declared or written in a way Delta forbids (explicit values
+    for a ``GENERATED ALWAYS`` column, a non-``long`` type, step 0, overflow, UPDATE)."""
+
+    def __init__(self, column: str, reason: str) -> None:
+        self.column = column
+        self.reason = reason
+        super().__init__(f"identity column {column!r}: {reason}")
+
+
 class ConstraintViolationError(LakeQueryError, ValueError):
     """Rows break a CHECK constraint, a column invariant or a generated column's expression."""
 
@@ -271,6 +281,17 @@ class MetadataChangedError(CommitConflictError):
     """A concurrent commit changed the table metadata (schema, partitioning, properties)."""
 
     kind = "MetadataChanged"
+
+
+class IdentityConflictError(MetadataChangedError):
+    """A concurrent commit generated identity values from the same high-water mark.
+
+    ``lq.write`` handles it by regenerating its values above the winner's mark and
+    retrying; other callers may do the same with
+    :func:`lakequery.writer.identity.rebase_identity`.
+    """
+
+    kind = "IdentityHighWaterMarkChanged"
 
 
 class ConcurrentAppendError(CommitConflictError):

@@ -48,6 +48,7 @@ from lakequery.errors import (
 from lakequery.log_segment import list_log, partition_specs
 from lakequery.metadata import Metadata
 from lakequery.protocol.conflicts import (
+    IDENTITY_COMMIT_TAG,
     ISOLATION_LEVELS,
     ROW_TRACKING_DOMAIN,
     Footprint,
@@ -164,6 +165,8 @@ class Transaction:
         self.txn_id = str(uuid.uuid4())
         self.metrics: dict[str, Any] = {}
         self.user_metadata: str | None = None
+        #: ``commitInfo.tags`` (e.g. the identity high-water-mark-only tag).
+        self.tags: dict[str, str] = {}
         self._protocol: Protocol | None = snapshot.protocol if snapshot else None
         self._metadata: Metadata | None = snapshot.metadata if snapshot else None
         self._new_protocol: Protocol | None = None
@@ -262,13 +265,23 @@ class Transaction:
         return any(f.get("dataChange", True) for f in files) or not files
 
     @property
+    def changes_metadata(self) -> bool:
+        """Whether a new ``metaData`` action is staged."""
+        return self._new_metadata is not None
+
+    @property
+    def identity_only_metadata(self) -> bool:
+        """The new metadata only moves identity high-water marks (tagged so by the writer)."""
+        return self._new_metadata is not None and self.tags.get(IDENTITY_COMMIT_TAG) == "true"
+
+    @property
     def is_blind_append(self) -> bool:
         return (
             not self._staged.removes
             and not self._read_whole
             and not self._read_predicates
             and not self._read_files
-            and self._new_metadata is None
+            and (self._new_metadata is None or self.identity_only_metadata)
             and self._new_protocol is None
         )
 
@@ -296,6 +309,7 @@ class Transaction:
             changes_metadata=self._new_metadata is not None,
             changes_protocol=self._new_protocol is not None,
             domains=frozenset(self._staged.domains),
+            identity_only_metadata=self.identity_only_metadata,
         )
 
     # -- validation -------------------------------------------------------------------------------
@@ -385,6 +399,8 @@ class Transaction:
             info["readVersion"] = self.read_version
         if self.user_metadata is not None:
             info["userMetadata"] = self.user_metadata
+        if self.tags:
+            info["tags"] = dict(self.tags)
         actions: list[dict[str, Any]] = [{"commitInfo": info}]
         if self._new_protocol is not None:
             actions.append({"protocol": self._new_protocol.to_action()})
@@ -505,6 +521,9 @@ class Transaction:
                 self._domains.pop(name, None)
             else:
                 self._domains[name] = str(d.get("configuration") or "")
+        if winner.metadata is not None and self._new_metadata is None:
+            # only reached for identity high-water-mark updates (check_winner): adopt them
+            self._metadata = Metadata.from_action(winner.metadata)
         ict = winner.in_commit_timestamp
         self._prev_ict = ict if ict is not None else self._prev_ict
         self._prev_commit_ms = modified_ms

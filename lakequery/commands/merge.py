@@ -52,6 +52,14 @@ from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
 from lakequery.errors import MergeConflictError, PredicateError
+from lakequery.writer.identity import (
+    Generation,
+    identity_columns,
+    identity_value_sql,
+    refuse_explicit_insert,
+    refuse_identity_update,
+    stage_dml_high_water_marks,
+)
 from lakequery.writer.inputs import to_reader
 
 if TYPE_CHECKING:
@@ -209,6 +217,10 @@ def _on_parameters(b: MergeBuilder) -> dict[str, Any]:
     }
 
 
+#: Change-table column: the row got generated identity values (counts the new mark).
+_IDENTITY_MARK = "__lq_identity"
+
+
 class _Merge:
     def __init__(self, b: MergeBuilder) -> None:
         self.b = b
@@ -236,6 +248,11 @@ class _Merge:
             st.target(self._pruning_filter(source_columns), name=_TARGET_VIEW)
             st.build_change_table(self._change_sql(source_columns, state), b.on)
             self._check_duplicate_matches()
+            if self.identity:  # values generated for inserted rows: new high-water marks
+                ((generated,),) = con.sql(
+                    f"SELECT count(*) FROM {CHANGE_TABLE} WHERE {_IDENTITY_MARK}"
+                ).fetchall()
+                stage_dml_high_water_marks(st.txn, self.identity, int(generated))
             ((num_source,),) = con.sql(f"SELECT count(*) FROM {_SOURCE_TABLE}").fetchall()
             metrics = st.commit_changes(
                 state=state,
@@ -441,7 +458,7 @@ class _Merge:
             + old
             + f" FROM {self._join()}"
         )
-        regenerate = {}
+        regenerate = self._identity_values(clauses, state, by_name)
         for name, expression in generation_expressions(state).items():
             ids = [
                 str(i)
@@ -451,7 +468,46 @@ class _Merge:
             if ids:
                 regenerate[name] = (expression, f"__lq_clause IN ({', '.join(ids)})")
         select = with_generated_values(select, schema, regenerate)
-        return f"SELECT * EXCLUDE (__lq_clause) FROM ({select}) WHERE __lq_clause IS NOT NULL"
+        inserts = ", ".join(str(i) for i in self.identity_clauses) or "NULL"
+        return (
+            f"SELECT * EXCLUDE (__lq_clause), coalesce(__lq_clause IN ({inserts}), false) "
+            f"AS {_IDENTITY_MARK} FROM ({select}) WHERE __lq_clause IS NOT NULL"
+        )
+
+    def _identity_values(
+        self, clauses: list[_Clause], state: WriteState, by_name: dict[str, str]
+    ) -> dict[str, tuple[str, str]]:
+        """Refuses updates of identity columns and explicit values for ALWAYS ones (as
+        Spark does); numbers the rows of insert clauses that give no value from above the
+        high-water mark (:mod:`lakequery.writer.identity`)."""
+        self.identity: Generation = ()
+        self.identity_clauses: list[int] = []
+        columns = identity_columns(state.schema)
+        if not columns:
+            return {}
+        out = {}
+        for col in columns:
+            given = [
+                c.action
+                for c in clauses
+                if c.action != "delete" and self._gives_value(c, col.name, by_name)
+            ]
+            if "update" in given:
+                refuse_identity_update(state.schema, [col.name])
+            if "insert" in given:
+                refuse_explicit_insert(state.schema, [col.name])
+            ids = [
+                i
+                for i, c in enumerate(clauses)
+                if c.action == "insert" and not self._gives_value(c, col.name, by_name)
+            ]
+            if ids:
+                condition = f"__lq_clause IN ({', '.join(map(str, ids))})"
+                first = col.next_value()
+                out[col.name] = (identity_value_sql(first, col.step, condition), condition)
+                self.identity += ((col.name, first, col.step),)
+                self.identity_clauses = sorted({*self.identity_clauses, *ids})
+        return out
 
     def _check_duplicate_matches(self) -> None:
         rows = self.st.con.sql(

@@ -38,6 +38,7 @@ from lakequery.log_segment import load_state
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.txn import Transaction
+from lakequery.writer.identity import merged_high_water_marks
 
 
 def file_keys(files: pa.Table) -> pa.Array[Any]:
@@ -85,7 +86,9 @@ def restore(
     now_keys, old_keys = file_keys(now_files), file_keys(old_files)
     to_add = old_files.filter(pc.invert(pc.is_in(old_keys, value_set=now_keys)))
     to_remove = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=old_keys)))
-    same_metadata = latest.metadata == target.metadata
+    # identity high-water marks never go back: values handed out since stay taken
+    restored = merged_high_water_marks(target.metadata, latest.metadata)
+    same_metadata = latest.metadata == restored
 
     def metrics(committed: int | None) -> RestoreMetrics:
         return RestoreMetrics(
@@ -118,7 +121,7 @@ def restore(
     )
     txn.read_whole_table()
     if not same_metadata:
-        txn.set_metadata(target.metadata)
+        txn.set_metadata(restored)
     now = int(time.time() * 1000)
     txn.remove_files(remove_actions(latest, to_remove, now_ms=now, data_change=True))
     txn.add_files(add_actions(target, to_add, data_change=True))

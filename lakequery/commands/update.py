@@ -30,6 +30,7 @@ from lakequery.commands.change_set import (
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
 from lakequery.errors import PredicateError
+from lakequery.writer.identity import refuse_identity_update
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -83,6 +84,7 @@ def update(
     ) as st:
         schema = st.snapshot.schema
         assignments = resolve_assignments(set, schema)
+        refuse_identity_update(st.snapshot.metadata.schema, assignments)
         st.refuse_on_append_only()
         st.refuse_on_row_tracking("UPDATE")
         st.target(predicate, name=TARGET_VIEW)

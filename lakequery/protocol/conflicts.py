@@ -36,6 +36,7 @@ from lakequery.errors import (
     ConcurrentTransactionError,
     CorruptLogError,
     DomainMetadataConflictError,
+    IdentityConflictError,
     MetadataChangedError,
     ProtocolChangedError,
 )
@@ -53,6 +54,9 @@ from lakequery.protocol.schema import DeltaType
 ISOLATION_LEVELS = ("Serializable", "WriteSerializable", "SnapshotIsolation")
 #: The system domain whose conflicts are resolved by re-deriving it (row tracking).
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
+#: ``commitInfo.tags`` key marking a commit whose only metadata change is identity-column
+#: high-water marks (the reference implementation's name).
+IDENTITY_COMMIT_TAG = "delta.identity.schemaUpdate"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Footprint:
         changes_metadata: it commits a ``metaData`` action.
         changes_protocol: it commits a ``protocol`` action.
         domains: the domain-metadata domains it writes.
+        identity_only_metadata: its ``metaData`` only moves identity high-water marks.
     """
 
     read_version: int
@@ -85,6 +90,7 @@ class Footprint:
     changes_metadata: bool = False
     changes_protocol: bool = False
     domains: frozenset[str] = frozenset()
+    identity_only_metadata: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,12 @@ class WinningCommit:
     def is_blind_append(self) -> bool:
         """The winner said it only appended (a missing commitInfo counts as not blind)."""
         return bool(self.commit_info and self.commit_info.get("isBlindAppend") is True)
+
+    @property
+    def identity_only_metadata(self) -> bool:
+        """The winner's metadata change only moved identity high-water marks (tagged)."""
+        tags = (self.commit_info or {}).get("tags") or {}
+        return str(tags.get(IDENTITY_COMMIT_TAG, "")).lower() == "true"
 
     @property
     def in_commit_timestamp(self) -> int | None:
@@ -220,7 +232,14 @@ def check_winner(
             fail(ProtocolChangedError, "both transactions change the protocol")
     # 2. metadata
     if winner.metadata is not None:
-        fail(MetadataChangedError, "it changed the table metadata")
+        if winner.identity_only_metadata and own.identity_only_metadata:
+            fail(
+                IdentityConflictError,
+                "both generated identity values above the same high-water mark "
+                "(regenerate them above the winner's mark and retry)",
+            )
+        if not (winner.identity_only_metadata and not own.changes_metadata):
+            fail(MetadataChangedError, "it changed the table metadata")
     # 3. domains
     clash = sorted((own.domains & set(winner.domains)) - {ROW_TRACKING_DOMAIN})
     if clash:

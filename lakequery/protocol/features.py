@@ -38,7 +38,7 @@ FEATURES: Mapping[str, FeatureSupport] = {
     "checkConstraints": FeatureSupport("writer", True, True, "checked on every written row"),
     "changeDataFeed": FeatureSupport("writer", True, True),
     "generatedColumns": FeatureSupport("writer", True, True, "computed or checked"),
-    "identityColumns": FeatureSupport("writer", True, False, "writable while no column uses it"),
+    "identityColumns": FeatureSupport("writer", True, True, "values generated, mark kept"),
     "columnMapping": FeatureSupport("reader-writer", True, True, "name and id modes"),
     "deletionVectors": FeatureSupport("reader-writer", True, True, "on-disk and inline DVs"),
     "timestampNtz": FeatureSupport("reader-writer", True, True),
@@ -159,7 +159,6 @@ def check_readable(protocol: Protocol) -> None:
 #: active (digest §5.2: a supported-but-inactive feature only obliges writers to check its
 #: condition). Each maps to the test of that condition on (schema fields' metadata, config).
 _INACTIVE_OK: Mapping[str, str] = {
-    "identityColumns": "a column with delta.identity.* metadata",
     "icebergCompatV1": "delta.enableIcebergCompatV1=true",
     "icebergCompatV2": "delta.enableIcebergCompatV2=true",
     "allowColumnDefaults": "a column with a CURRENT_DEFAULT",
@@ -175,8 +174,6 @@ def _active(
     type_names: set[str],
     configuration: Mapping[str, str],
 ) -> bool:
-    if name == "identityColumns":
-        return any(any(k.startswith("delta.identity.") for k in m) for m in field_metadata)
     if name in ("icebergCompatV1", "icebergCompatV2"):
         key = f"delta.enable{name[0].upper()}{name[1:]}"
         return (configuration.get(key) or "").strip().lower() == "true"
@@ -231,17 +228,8 @@ def check_writable(
             continue
         detail = f"the table uses it ({_INACTIVE_OK[name]})" if name in _INACTIVE_OK else ""
         raise UnsupportedFeatureError(name, operation="write", detail=detail)
-    if not FEATURES["identityColumns"].write and _active(
-        "identityColumns", field_metadata, set(type_names), config
-    ):
-        # Identity metadata binds writers even when the protocol omits the feature (tables
-        # written by old reference-impl. versions): values written here would not be
-        # generated, so refuse rather than write nulls or duplicates.
-        raise UnsupportedFeatureError(
-            "identityColumns",
-            operation="write",
-            detail="a column has delta.identity.* metadata (identity values are not generated)",
-        )
+    # Identity metadata binds writers even when the protocol omits the feature (tables
+    # written by old reference-impl. versions): the writer honours it either way.
 
 
 #: Table features lakequery may add to a new table, with the property that turns each on.
@@ -261,6 +249,7 @@ _LEGACY_WRITER_VERSION: Mapping[str, int] = {
     "changeDataFeed": 4,
     "generatedColumns": 4,
     "columnMapping": 5,
+    "identityColumns": 6,
 }
 _READER_WRITER = frozenset(n for n, s in FEATURES.items() if s.kind == "reader-writer")
 _DEPENDS: Mapping[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
@@ -287,6 +276,8 @@ def features_in_use(
         used.add("invariants")
     if any("delta.generationExpression" in m for m in field_metadata):
         used.add("generatedColumns")
+    if any("delta.identity.start" in m for m in field_metadata):
+        used.add("identityColumns")
     if "timestamp_ntz" in type_names:
         used.add("timestampNtz")
     for feature in list(used):

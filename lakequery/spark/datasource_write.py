@@ -43,6 +43,7 @@ from lakequery.spark.writing import _nullable_field
 from lakequery.storage import open_storage
 from lakequery.writer.api import WritePlan, WriteResult, commit_write, plan_write
 from lakequery.writer.data_files import write_data_files
+from lakequery.writer.identity import refuse_distributed
 from lakequery.writer.state import WriteState
 
 log = logging.getLogger("lakequery.spark")
@@ -146,8 +147,9 @@ def arrow_schema(schema: SparkStruct) -> pa.Schema:
 
 
 def plan(options: WriteOptions, schema: SparkStruct) -> PlannedWrite:
-    """Plans a write of rows of ``schema`` (on the driver)."""
-    return PlannedWrite.of(
+    """Plans a write of rows of ``schema`` (on the driver); refuses to generate identity
+    values (tasks cannot share one sequence)."""
+    planned = PlannedWrite.of(
         plan_write(
             options.uri,
             arrow_schema(schema),
@@ -162,6 +164,9 @@ def plan(options: WriteOptions, schema: SparkStruct) -> PlannedWrite:
             app_version=options.app_version,
         )
     )
+    if planned.state is not None:
+        refuse_distributed(planned.state.identity, "the lakequery Spark data source")
+    return planned
 
 
 def _task() -> tuple[int, int]:

@@ -39,6 +39,7 @@ from lakequery.writer.add_actions import (
     write_batches_to_arrow,
 )
 from lakequery.writer.api import SchemaMode, WriteMode, WriteResult, commit_write, plan_write
+from lakequery.writer.identity import refuse_distributed
 from lakequery.writer.state import WriteState
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ def write(
             driver, or by a task: then raised again on the driver with its message).
         ConstraintViolationError: A row breaks a constraint or the overwrite predicate.
         CommitConflictError: A concurrent commit conflicts.
+        IdentityColumnError: The table has identity columns whose values the DataFrame
+            lacks (tasks cannot share one sequence; see ARCHITECTURE "Identity columns").
     """
     ensure_workers(df.sparkSession)
     plan = plan_write(
@@ -182,6 +185,7 @@ def write(
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
+    refuse_distributed(plan.state.identity, "lakequery.spark.write")
     rows = df.mapInArrow(executor_function(plan.state), ADD_ACTION_DDL)
     return commit_write(plan, collect_add_actions(rows))
 

@@ -5,6 +5,8 @@
   actions (:func:`write_data_files`, pure and picklable: it also runs on Spark executors);
 * :mod:`~lakequery.writer.state` - :class:`WriteState`, everything a writer needs to know;
 * :mod:`~lakequery.writer.add_actions` - add actions <-> Arrow, the ``mapInArrow`` function;
+* :mod:`~lakequery.writer.identity` - identity columns: declaration, generated values,
+  high-water marks, rebasing after a concurrent writer took the same values;
 * :mod:`~lakequery.writer.stats`, :mod:`~lakequery.writer.partition_values`,
   :mod:`~lakequery.writer.constraints`, :mod:`~lakequery.writer.schema_evolution`.
 """

@@ -52,13 +52,19 @@ from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
 from lakequery.protocol.features import Protocol, table_features_in_use
 from lakequery.protocol.schema import (
-    from_arrow_schema,
     schema_to_json,
 )
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage, open_storage
 from lakequery.txn import CommitResult, Transaction
 from lakequery.writer.data_files import write_data_files
+from lakequery.writer.identity import (
+    Identity,
+    commit_rebasing_identity,
+    declared_schema,
+    stage_high_water_marks,
+    with_generation,
+)
 from lakequery.writer.inputs import to_reader
 from lakequery.writer.new_table import (
     check_partition_columns,
@@ -195,6 +201,7 @@ def plan_write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    identity: Mapping[str, Identity] | None = None,
 ) -> WritePlan:
     """Step 1 of a write: decide everything on the driver (see the module docstring).
 
@@ -231,8 +238,12 @@ def plan_write(
         target_file_size=target_file_size,
     )
     stored, pseudo = split_configuration(configuration)
+    if identity and snapshot is not None and schema_mode != "overwrite":
+        raise ValueError("identity= declares the identity columns of a new table")
+    plan.extra["identity"] = dict(identity or {})
     if snapshot is None:
-        return _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        return with_generation(plan, schema)
     if mode == "error":
         raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
     if mode == "ignore":
@@ -244,7 +255,8 @@ def plan_write(
             plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
             return plan
     if schema_mode == "overwrite":
-        return _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        return with_generation(plan, schema)
     meta = snapshot.metadata
     if partition_by is not None and [c.lower() for c in partition_by] != [
         c.lower() for c in meta.partition_columns
@@ -281,7 +293,7 @@ def plan_write(
         storage_options=storage_options,
         target_file_size=target_file_size,
     )
-    return _with_predicate_constraint(plan)
+    return with_generation(_with_predicate_constraint(plan), schema)
 
 
 def _plan_create(
@@ -295,7 +307,7 @@ def _plan_create(
 ) -> WritePlan:
     # one definition of a new table's metadata and protocol (lakequery.writer.new_table)
     plan.metadata, plan.protocol = new_table(
-        from_arrow_schema(schema),
+        declared_schema(schema, plan.extra.get("identity"), partition_by),
         partition_by or (),
         {**stored, **pseudo},
         name=name,
@@ -325,7 +337,7 @@ def _plan_replace(
     """``schema_mode="overwrite"``: new schema and partitioning, same table id."""
     assert plan.snapshot is not None
     old = plan.snapshot.metadata
-    delta_schema = from_arrow_schema(schema)
+    delta_schema = declared_schema(schema, plan.extra.get("identity"), partition_by)
     if partition_by is None:  # keep the old partitioning when the columns still exist
         names = {n.lower() for n in delta_schema.names}
         partition_by = [c for c in old.partition_columns if c.lower() in names]
@@ -389,7 +401,7 @@ def _removes_for_overwrite(
     whole = snapshot.scan().restricted_to(candidates)
     reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql))
     assert plan.state is not None
-    keep_state = replace(plan.state, extra_constraints=())
+    keep_state = replace(plan.state, extra_constraints=(), identity=())
     kept = write_data_files(reader, keep_state)
     con.close()
     return remove_actions(snapshot, candidates, now), kept
@@ -427,7 +439,7 @@ def commit_write(
         operation="CREATE TABLE" if creating and plan.mode != "overwrite" else "WRITE",
         parameters=_parameters(plan),
     )
-    if plan.metadata is not None:
+    if not stage_high_water_marks(txn, plan, staged) and plan.metadata is not None:
         txn.set_metadata(plan.metadata)
     if plan.protocol is not None:
         txn.set_protocol(plan.protocol)
@@ -471,6 +483,11 @@ def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResu
     shape (same schema and partitioning), else give up."""
     snapshot = _latest(plan.storage)
     assert plan.metadata is not None and snapshot is not None
+    if plan.state is not None and plan.state.identity:  # our values started from scratch
+        raise TableAlreadyExistsError(
+            plan.storage.root,
+            "created concurrently; identity values were generated for a new table",
+        )
     ours, theirs = plan.metadata, snapshot.metadata
     uses_mapping = any(PHYSICAL_NAME_KEY in f.metadata for f in theirs.schema.fields)
     if (
@@ -515,6 +532,7 @@ def write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    identity: Mapping[str, Identity] | None = None,
 ) -> WriteResult:
     """Writes data to a Delta table, creating it when missing.
 
@@ -542,6 +560,11 @@ def write(
         app_version: the application's progress marker for this write.
         name: table name stored in the metadata (new tables).
         description: table description stored in the metadata.
+        identity: identity columns of a new table, column name ->
+            :class:`~lakequery.Identity` (``GENERATED ALWAYS`` or ``BY DEFAULT AS
+            IDENTITY``); columns the data lacks are added in front as ``long``. Writes
+            generate the values of identity columns missing from their data (see
+            :mod:`lakequery.writer.identity`).
 
     Returns:
         A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
@@ -553,6 +576,7 @@ def write(
             generated column or the overwrite predicate.
         AppendOnlyError: overwrite of a ``delta.appendOnly`` table.
         CommitConflictError: a concurrent commit conflicts (a subclass names the kind).
+        IdentityColumnError: the data holds a ``GENERATED ALWAYS`` identity column.
 
     Example:
         >>> import pyarrow as pa, lakequery as lq
@@ -581,12 +605,13 @@ def write(
         app_version=app_version,
         name=name,
         description=description,
+        identity=identity,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
     adds = write_data_files(reader, plan.state)
     try:
-        return commit_write(plan, adds)
+        return commit_rebasing_identity(plan, adds, commit_write)
     except LakeQueryError:
         log.info("commit failed; %d data files written for it are orphans", len(adds))
         raise

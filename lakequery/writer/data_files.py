@@ -55,6 +55,7 @@ from lakequery.protocol.schema import (
 )
 from lakequery.storage import open_storage
 from lakequery.writer.constraints import ConstraintChecker
+from lakequery.writer.identity import fill_identity
 from lakequery.writer.partition_values import (
     PartitionKey,
     directory_value,
@@ -319,6 +320,9 @@ class _Writer:
         self.open: dict[PartitionKey, _OpenFile] = {}
         self.adds: list[dict[str, Any]] = []
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="lakequery-stats")
+        self.identity = state.identity
+        self.filled = {*self.checker.generated, *(name for name, _, _ in self.identity)}
+        self.identity_rows = 0  # identity values generated so far
 
     def write(self, batch: pa.RecordBatch) -> None:
         change_type = None
@@ -328,9 +332,11 @@ class _Writer:
                 raise SchemaError(f"change data rows need a {CHANGE_TYPE_COLUMN!r} column")
             change_type = batch.column(index).cast(pa.string())
             batch = batch.remove_column(index)
-        batch, missing = conform_batch(
-            batch, self.schema, self.state.arrow_schema, self.checker.generated
-        )
+        batch, missing = conform_batch(batch, self.schema, self.state.arrow_schema, self.filled)
+        if self.identity:
+            generate = tuple(g for g in self.identity if g[0] in missing)
+            batch = fill_identity(batch, generate, self.identity_rows)
+            self.identity_rows += batch.num_rows
         if self.checker.active:
             batch = self.checker.apply(batch, missing)
         if change_type is not None:

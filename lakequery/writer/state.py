@@ -70,6 +70,10 @@ class WriteState:
         adaptive_dictionary: Skip Parquet dictionary encoding for columns whose first
             rows are mostly distinct (the encoder would try a dictionary, fill its page
             limit and fall back to plain anyway, at about twice the encoding cost).
+        identity: Identity values to generate, as ``(column, first value, step)`` per
+            identity column missing from the input (:mod:`lakequery.writer.identity`);
+            row ``k`` of the write gets ``first + k * step``. Empty for rewrites (DML,
+            OPTIMIZE), which keep the values they copy.
 
     Example:
         >>> s = '{"type":"struct","fields":[]}'
@@ -90,6 +94,7 @@ class WriteState:
     extra_constraints: tuple[tuple[str, str], ...] = ()
     change_data: bool = False
     adaptive_dictionary: bool = False
+    identity: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:

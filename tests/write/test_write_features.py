@@ -243,7 +243,6 @@ def test_cdf_table_domains_preserved(tmp_path: Path) -> None:
     [
         ("deltars_table_with_liquid_clustering", "liquid"),
         ("dat_iceberg_compat_v1", "icebergCompatV1"),
-        ("spark_identity_test_written_by_version_5", "identityColumns"),
     ],
 )
 def test_unsupported_features_refused(tmp_path: Path, name: str, feature: str) -> None:
