@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from lakequery.management.detail import TableDetail
     from lakequery.management.repair import RepairResult
     from lakequery.streaming import StreamBatch, StreamOffset
+    from lakequery.writer.identity import Identity
 
 
 def _parse_as_of(as_of: datetime | str) -> datetime:
@@ -88,6 +89,7 @@ class DeltaTable:
         description: str | None = None,
         mode: CreateMode = "error",
         storage_options: Mapping[str, Any] | None = None,
+        identity: Mapping[str, Identity] | None = None,
     ) -> DeltaTable:
         """Creates an empty table (one commit: protocol + metaData); see
         :mod:`lakequery.management.create`.
@@ -103,6 +105,9 @@ class DeltaTable:
             mode: ``"error"`` (default), ``"ignore"`` (IF NOT EXISTS) or ``"overwrite"``
                 (OR REPLACE).
             storage_options: s3fs options for ``s3://`` tables.
+            identity: identity columns (``{"id": lq.Identity(start=1, step=1)}``):
+                ``GENERATED ALWAYS`` (or, with ``always=False``, ``BY DEFAULT``) ``AS
+                IDENTITY`` columns of type long; see :mod:`lakequery.writer.identity`.
 
         Raises:
             TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
@@ -124,6 +129,7 @@ class DeltaTable:
             description=description,
             mode=mode,
             storage_options=storage_options,
+            identity=identity,
         )
 
     @property

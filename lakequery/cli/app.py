@@ -16,6 +16,7 @@ import click
 
 from lakequery.cli.change_commands import (
     checkpoint_cmd,
+    convert_cmd,
     delete_cmd,
     optimize_cmd,
     restore_cmd,
@@ -95,6 +96,7 @@ for _command in (
     vacuum_cmd,
     restore_cmd,
     checkpoint_cmd,
+    convert_cmd,
 ):
     cli.add_command(_command)
 

@@ -184,3 +184,27 @@ def restore_cmd(opts: Options, path: str, version: int | None, as_of: str | None
 def checkpoint_cmd(opts: Options, path: str) -> None:
     """Write a checkpoint of the latest version."""
     emit_result(opts.json, "checkpoint", opts.table(path).checkpoint())
+
+
+@click.command("convert")
+@click.argument("path")
+@click.option(
+    "--partition-by",
+    metavar="A,B",
+    help="Partition columns (Hive directories); types inferred from the values.",
+)
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE")
+@pass_options
+def convert_cmd(
+    opts: Options, path: str, partition_by: str | None, properties: tuple[str, ...]
+) -> None:
+    """CONVERT TO DELTA: make a folder of Parquet files a table, in place."""
+    from lakequery.management.convert import convert_to_delta
+
+    table = convert_to_delta(
+        path,
+        partition_by=[c.strip() for c in partition_by.split(",")] if partition_by else None,
+        configuration=key_values(properties, "--property") or None,
+        storage_options=opts.storage_options or None,
+    )
+    emit_result(opts.json, "convert", table.detail())

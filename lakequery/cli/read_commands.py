@@ -49,44 +49,37 @@ def _file_rows(files: pa.Table) -> pa.Table:
 
 
 def describe_data(snap: Snapshot) -> dict[str, Any]:
-    """What ``describe`` shows, as plain data."""
+    """What ``describe`` shows, as plain data: DESCRIBE DETAIL plus the version's time, the
+    schema, the rows and what deletion vectors hide."""
     import pyarrow.compute as pc
 
-    files = snap.files()
-    size = pc.sum(files.column("size")).as_py() or 0
-    deleted = pc.sum(pc.struct_field(files.column("deletion_vector"), "cardinality")).as_py() or 0
+    from lakequery.management.detail import describe_detail
+
+    detail = describe_detail(snap)
+    dvs = snap.files().column("deletion_vector")
+    deleted = pc.sum(pc.struct_field(dvs, "cardinality")).as_py() or 0
     records = snap.num_records()
-    proto = snap.protocol
-    clustering = snap.domains.get("delta.clustering")
     return {
-        "location": snap.table_uri,
-        "version": snap.version,
+        "location": detail.location,
+        "version": detail.version,
         "timestamp": snap.timestamp,
-        "name": snap.metadata.name,
-        "description": snap.metadata.description,
-        "id": snap.metadata.id,
+        "name": detail.name,
+        "description": detail.description,
+        "id": detail.id,
         "schema": [
             {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snap.schema
         ],
-        "partition_columns": list(snap.partition_columns),
-        "clustering_columns": (
-            [".".join(c) for c in json.loads(clustering).get("clusteringColumns", [])]
-            if clustering
-            else []
-        ),
-        "min_reader_version": proto.min_reader_version,
-        "min_writer_version": proto.min_writer_version,
-        "reader_features": sorted(proto.reader_features or ()),
-        "writer_features": sorted(proto.writer_features or ()),
-        "properties": dict(snap.metadata.configuration),
-        "num_files": files.num_rows,
-        "size_in_bytes": size,
+        "partition_columns": list(detail.partition_columns),
+        "clustering_columns": list(detail.clustering_columns),
+        "min_reader_version": detail.min_reader_version,
+        "min_writer_version": detail.min_writer_version,
+        "table_features": list(detail.table_features),
+        "properties": dict(detail.properties),
+        "num_files": detail.num_files,
+        "size_in_bytes": detail.size_in_bytes,
         "num_records": records,
         "files_with_deletion_vectors": int(
-            pc.sum(
-                pc.is_valid(pc.struct_field(files.column("deletion_vector"), "storageType"))
-            ).as_py()
-            or 0
+            pc.sum(pc.is_valid(pc.struct_field(dvs, "storageType"))).as_py() or 0
         ),
         "rows_deleted_by_deletion_vectors": deleted,
         "deletion_vector_share": (deleted / records) if records else 0.0,

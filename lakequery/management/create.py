@@ -45,6 +45,7 @@ from lakequery.protocol.schema import StructType, from_arrow_schema
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.txn import Transaction
+from lakequery.writer.identity import Identity, identity_schema
 from lakequery.writer.new_table import new_table, split_configuration, upgraded_protocol
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ def create_table(
     description: str | None = None,
     mode: CreateMode = "error",
     storage_options: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Identity] | None = None,
 ) -> DeltaTable:
     """Creates an empty Delta table (see :meth:`lakequery.DeltaTable.create`)."""
     from lakequery.table import DeltaTable
@@ -113,6 +115,8 @@ def create_table(
     table = DeltaTable(uri, storage_options=storage_options)
     storage = table.storage
     fields = delta_schema(schema)
+    if identity:
+        fields = identity_schema(fields, identity, partition_by=partition_by or ())
     metadata, protocol = new_table(
         fields, partition_by or (), configuration, name=name, description=description
     )

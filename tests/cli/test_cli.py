@@ -59,7 +59,9 @@ def test_describe_matches_the_api(table: str) -> None:
     assert out["num_files"] == snap.num_files
     assert out["num_records"] == 40
     assert out["partition_columns"] == ["g"]
-    assert "deletionVectors" in out["writer_features"]
+    assert "deletionVectors" in out["table_features"]
+    detail = lq.DeltaTable(table).detail()
+    assert out["size_in_bytes"] == detail.size_in_bytes and out["id"] == detail.id
     assert out["properties"]["delta.enableDeletionVectors"] == "true"
     assert [f["name"] for f in out["schema"]] == ["id", "g", "kind"]
     old = run_json("describe", table, "--version", "1")
@@ -165,6 +167,28 @@ def test_changes_and_stream(tmp_path: Path) -> None:
     assert [r["x"] for r in resumed if "x" in r] == [7]
 
 
+def test_convert_a_parquet_folder(tmp_path: Path) -> None:
+    import pyarrow.dataset as ds
+
+    folder = tmp_path / "pq"
+    data = pa.table({"x": [1.5, 2.5, 3.5], "g": [1, 1, 2]})
+    ds.write_dataset(data, folder, format="parquet", partitioning=["g"], partitioning_flavor="hive")
+    out = run_json("convert", str(folder), "--partition-by", "g")
+    assert (
+        out["partitionColumns"] == ["g"]
+        if "partitionColumns" in out
+        else out["partition_columns"] == ["g"]
+    )
+    got = lq.DeltaTable(str(folder)).snapshot().scan().to_arrow().sort_by("x")
+    assert got.column("x").to_pylist() == [1.5, 2.5, 3.5] and got.column("g").to_pylist() == [
+        1,
+        1,
+        2,
+    ]
+    again = run("convert", str(folder), check=False)
+    assert again.returncode == 1 and len(again.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -184,6 +208,7 @@ def test_changes_and_stream(tmp_path: Path) -> None:
         (["restore", "{table}"], 2, "--version"),
         (["restore", "{table}", "--version", "99"], 1, "Error"),
         (["checkpoint", "{missing}"], 1, "TableNotFoundError"),
+        (["convert", "{missing}"], 1, "Error"),
         (["--storage-option", "oops", "describe", "{table}"], 2, "KEY=VALUE"),
     ],
 )

@@ -301,3 +301,17 @@ def test_schema_overwrite_redeclaring_identity_keeps_the_mark(tmp_path: Path) ->
     got = sorted(lq_table(uri).to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["v"]) for r in got] == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
     assert field_metadata(uri, "id")["delta.identity.highWaterMark"] == 4
+
+
+def test_create_declares_identity_then_appends_generate(tmp_path: Path) -> None:
+    uri = str(tmp_path / "created")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    dt = lq.DeltaTable.create(uri, schema, identity={"id": lq.Identity(start=10, step=5)})
+    proto = dt.snapshot().protocol
+    assert proto.supports("identityColumns")
+    lq.write(uri, pa.table({"v": ["a", "b"]}), mode="append")
+    lq.write(uri, pa.table({"v": ["c"]}), mode="append")
+    got = lq.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id").to_pylist()
+    assert got == [{"id": 10, "v": "a"}, {"id": 15, "v": "b"}, {"id": 20, "v": "c"}]
+    with pytest.raises(lq.IdentityColumnError):
+        lq.write(uri, pa.table({"id": [1], "v": ["x"]}), mode="append")
