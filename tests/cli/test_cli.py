@@ -174,11 +174,7 @@ def test_convert_a_parquet_folder(tmp_path: Path) -> None:
     data = pa.table({"x": [1.5, 2.5, 3.5], "g": [1, 1, 2]})
     ds.write_dataset(data, folder, format="parquet", partitioning=["g"], partitioning_flavor="hive")
     out = run_json("convert", str(folder), "--partition-by", "g")
-    assert (
-        out["partitionColumns"] == ["g"]
-        if "partitionColumns" in out
-        else out["partition_columns"] == ["g"]
-    )
+    assert out["partition_columns"] == ["g"] and out["num_files"] == 2
     got = lq.DeltaTable(str(folder)).snapshot().scan().to_arrow().sort_by("x")
     assert got.column("x").to_pylist() == [1.5, 2.5, 3.5] and got.column("g").to_pylist() == [
         1,
