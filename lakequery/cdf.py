@@ -86,6 +86,7 @@ from lakequery.storage import Storage
 if TYPE_CHECKING:
     import polars as pl
 
+    from lakequery.commands.progress import ProgressCallback
     from lakequery.scan import Scan
     from lakequery.table import DeltaTable
 
@@ -632,15 +633,29 @@ class ChangeScan:
         """How many data or change files the feed reads (after pruning by the filter)."""
         return sum(s.plan().num_files for s in self.scans)
 
-    def to_arrow_reader(self) -> pa.RecordBatchReader:
-        """Streams the changes as Arrow record batches, one underlying scan at a time."""
+    def to_arrow_reader(self, *, progress: ProgressCallback | None = None) -> pa.RecordBatchReader:
+        """Streams the changes as Arrow record batches, one underlying scan at a time.
+
+        Args:
+            progress: a callback receiving :class:`~lakequery.commands.progress.Progress`
+                (files and bytes read) after each file group; without one, a bar is drawn
+                on a terminal or in Jupyter when the read takes a while.
+        """
+        from lakequery.commands.progress import ProgressReporter
+
         schema = self.output_schema
+        plans = [s.plan() for s in self.scans]
+        size = sum(int(pc.sum(p.files.column("size")).as_py() or 0) for p in plans if p.num_files)
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for scan in self.scans:
-                if scan.plan().num_files:
-                    for batch in scan.to_arrow_reader():
-                        yield batch if batch.schema == schema else batch.cast(schema)
+            files = sum(p.num_files for p in plans)
+            with ProgressReporter("CHANGES", files, size, callback=progress) as reporter:
+                for scan, plan in zip(self.scans, plans, strict=True):
+                    if plan.num_files:
+                        for batch in scan.to_arrow_reader():
+                            yield batch if batch.schema == schema else batch.cast(schema)
+                        done = int(pc.sum(plan.files.column("size")).as_py() or 0)
+                        reporter.advance(plan.num_files, done)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
 

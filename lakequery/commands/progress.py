@@ -7,8 +7,10 @@ bar is drawn where a person is watching: on a terminal's stderr, or in a Jupyter
 (rich's live display, which needs ``ipywidgets`` there: the ``notebook`` extra). Anywhere
 else (pipes, logs, CI) nothing is drawn.
 
-Decision: rich is imported only when a bar is drawn, so scripts and imports never pay
-for it; one reporter class serves every command, the CLI and notebooks.
+Decisions: rich is imported only when a bar is drawn, so scripts and imports never pay
+for it; one reporter class serves every command, the CLI and notebooks. A bar appears
+only once a run has lasted :data:`BAR_DELAY_S` seconds (``LAKEQUERY_PROGRESS_DELAY``
+overrides it): quick commands print nothing.
 
 Example:
     >>> seen = []
@@ -21,13 +23,17 @@ Example:
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,16 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+
+#: Seconds a run lasts before its bar is drawn.
+BAR_DELAY_S = 0.5
+
+
+def _bar_delay() -> float:
+    try:
+        return float(os.environ.get("LAKEQUERY_PROGRESS_DELAY", BAR_DELAY_S))
+    except ValueError:
+        return BAR_DELAY_S
 
 
 def _human(n: int) -> str:
@@ -126,10 +142,9 @@ class ProgressReporter:
         self._lock = threading.Lock()
         self._live: Any = None
         self._task: Any = None
+        self._delay = _bar_delay()
 
     def __enter__(self) -> ProgressReporter:
-        if self.bar:
-            self._open_bar()
         return self
 
     def __exit__(
@@ -186,9 +201,9 @@ class ProgressReporter:
             self.files_done += files
             self.bytes_done += nbytes
             state = self.snapshot()
-            if self.bar:
-                if self._live is None:
-                    self._open_bar()
+            if self.bar and self._live is None and state.elapsed_s >= self._delay:
+                self._open_bar()
+            if self._live is not None:
                 self._live.update(self._task, completed=state.files_done, size=self._size())
         if self.callback is not None:
             self.callback(state)
@@ -202,4 +217,16 @@ class ProgressReporter:
             live.stop()
 
 
-__all__ = ["Progress", "ProgressCallback", "ProgressReporter"]
+def counted(reader: pa.RecordBatchReader, reporter: ProgressReporter) -> pa.RecordBatchReader:
+    """``reader``'s batches, each reported (rows, bytes) to ``reporter`` as it passes."""
+    import pyarrow as pa
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield batch
+            reporter.advance(batch.num_rows, batch.nbytes)
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+__all__ = ["Progress", "ProgressCallback", "ProgressReporter", "counted"]

@@ -40,6 +40,7 @@ from lakequery.commands.file_actions import (
     partition_match,
     remove_actions,
 )
+from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.errors import (
     LakeQueryError,
     SchemaError,
@@ -533,6 +534,7 @@ def write(
     name: str | None = None,
     description: str | None = None,
     identity: Mapping[str, Identity] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> WriteResult:
     """Writes data to a Delta table, creating it when missing.
 
@@ -565,6 +567,9 @@ def write(
             IDENTITY``); columns the data lacks are added in front as ``long``. Writes
             generate the values of identity columns missing from their data (see
             :mod:`lakequery.writer.identity`).
+        progress: a callback receiving :class:`~lakequery.commands.progress.Progress`
+            (rows and bytes written so far) after every batch; without one, a bar is
+            drawn on a terminal or in Jupyter when the write takes a while.
 
     Returns:
         A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
@@ -609,7 +614,8 @@ def write(
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
-    adds = write_data_files(reader, plan.state)
+    with ProgressReporter("WRITE", 0, 0, callback=progress, unit="rows") as reporter:
+        adds = write_data_files(counted(reader, reporter), plan.state)
     try:
         return commit_rebasing_identity(plan, adds, commit_write)
     except LakeQueryError:

@@ -244,7 +244,7 @@ def test_progress_drawn_on_a_terminal(table: str) -> None:
     import pty
 
     leader, follower = pty.openpty()
-    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    env = dict(os.environ, COLUMNS="120", TERM="xterm", LAKEQUERY_PROGRESS_DELAY="0")
     proc = subprocess.Popen(
         [sys.executable, "-m", "lakequery.cli", "optimize", table],
         stdin=follower,

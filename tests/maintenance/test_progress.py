@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import re
 import threading
+from typing import Any
+
+import pytest
 
 from lakequery.commands.progress import Progress, ProgressReporter
 
@@ -14,7 +17,8 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_bar_only_on_a_terminal_without_callback() -> None:
+def test_bar_only_on_a_terminal_without_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKEQUERY_PROGRESS_DELAY", "0")
     tty = _Terminal()
     with ProgressReporter("OPTIMIZE", 4, 4096, stream=tty) as rep:
         rep.advance(2, 2048)
@@ -44,3 +48,29 @@ def test_thread_safe_totals() -> None:
         t.join()
     assert rep.files_done == 400 and rep.bytes_done == 400
     assert max(p.files_done for p in seen) == 400
+
+
+def test_quick_runs_draw_nothing_even_on_a_terminal() -> None:
+    tty = _Terminal()
+    with ProgressReporter("WRITE", 0, 0, stream=tty, unit="rows") as rep:
+        rep.advance(100, 800)  # well inside the default delay
+    assert tty.getvalue() == ""
+
+
+def test_write_and_change_feed_report_progress(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    import lakequery as lq
+
+    seen: list[Progress] = []
+    batches = [pa.record_batch({"x": list(range(i * 10, i * 10 + 10))}) for i in range(3)]
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri, batches, progress=seen.append, configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    assert [p.files_done for p in seen] == [10, 20, 30] and seen[-1].operation == "WRITE"
+    lq.write(uri, pa.table({"x": [99]}), mode="append")
+    read: list[Progress] = []
+    scan = lq.DeltaTable(uri).changes(starting_version=0)
+    assert scan.to_arrow_reader(progress=read.append).read_all().num_rows == 31
+    assert read[-1].files_done == read[-1].files_total == scan.num_files == 2
