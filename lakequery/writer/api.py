@@ -51,7 +51,16 @@ from lakequery.metadata import Metadata
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
-from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
+from lakequery.protocol.features import (
+    Protocol,
+    protocol_for,
+    table_features_in_use,
+    upgraded_protocol,
+)
+from lakequery.protocol.row_tracking_enablement import (
+    check_row_tracking_enablement,
+    with_row_tracking_columns,
+)
 from lakequery.protocol.schema import (
     PrimitiveType,
     StructType,
@@ -80,8 +89,6 @@ _MODE_NAMES = {
 _PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
 #: Table property that lets DML write deletion vectors; on by default for new tables.
 DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
-_ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
-_ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
 
 @dataclass(frozen=True)
@@ -194,29 +201,6 @@ def _check_partition_columns(schema: StructType, partition_by: Sequence[str]) ->
     return tuple(out)
 
 
-def _with_row_tracking_columns(config: dict[str, str]) -> dict[str, str]:
-    """Enabled row tracking needs the names of its materialized columns (digest §14)."""
-    if (config.get("delta.enableRowTracking") or "").strip().lower() == "true":
-        config.setdefault(_ROW_ID_COLUMN_KEY, f"_row-id-col-{uuid.uuid4()}")
-        config.setdefault(_ROW_COMMIT_VERSION_COLUMN_KEY, f"_row-commit-version-col-{uuid.uuid4()}")
-    return config
-
-
-def _check_row_tracking_enablement(snapshot: Snapshot, config: dict[str, str]) -> None:
-    """Row tracking may only be enabled when every live file already has row ids."""
-
-    def on(c: Mapping[str, str]) -> bool:
-        return (c.get("delta.enableRowTracking") or "").strip().lower() == "true"
-
-    if on(config) and not on(snapshot.metadata.configuration):
-        ids = snapshot.files().column("base_row_id")
-        if ids.null_count:
-            raise SchemaError(
-                "delta.enableRowTracking=true needs baseRowId on every live file; "
-                f"{ids.null_count} file(s) lack it and lakequery does not backfill row ids"
-            )
-
-
 def _new_table_metadata(
     schema: StructType,
     partition_by: tuple[str, ...],
@@ -225,7 +209,7 @@ def _new_table_metadata(
     name: str | None = None,
     description: str | None = None,
 ) -> Metadata:
-    config = _with_row_tracking_columns(dict(configuration))
+    config = with_row_tracking_columns(dict(configuration))
     mode = (config.get("delta.columnMapping.mode") or "none").lower()
     if mode != "none":
         schema, max_id = assign_column_mapping(schema, 0)
@@ -238,21 +222,6 @@ def _new_table_metadata(
         name=name,
         description=description,
         created_time=int(time.time() * 1000),
-    )
-
-
-def _upgraded(current: Protocol, needed: set[str]) -> Protocol | None:
-    """The protocol with ``needed`` added (None when it already supports them)."""
-    missing = {f for f in needed if not current.supports(f)}
-    if not missing:
-        return None
-    have = current.effective_reader_features() | current.effective_writer_features()
-    proto = protocol_for(set(have) | missing)
-    return Protocol(
-        max(proto.min_reader_version, current.min_reader_version),
-        max(proto.min_writer_version, current.min_writer_version),
-        proto.reader_features,
-        proto.writer_features,
     )
 
 
@@ -331,8 +300,8 @@ def plan_write(
         )
     result = reconcile(meta.schema, schema, merge=schema_mode == "merge")
     config = {**meta.configuration, **stored}
-    _check_row_tracking_enablement(snapshot, config)
-    config = _with_row_tracking_columns(config)
+    check_row_tracking_enablement(snapshot, config)
+    config = with_row_tracking_columns(config)
     new_schema = result.schema
     if result.changed and snapshot.column_mapping_mode != "none":
         max_id = int(config.get("delta.columnMapping.maxColumnId") or 0)
@@ -349,7 +318,7 @@ def plan_write(
             description=description if description is not None else meta.description,
         )
         needed = table_features_in_use(new_schema, {**config, **pseudo})
-        plan.protocol = _upgraded(snapshot.protocol, needed)
+        plan.protocol = upgraded_protocol(snapshot.protocol, needed)
     plan.state = WriteState.for_table(
         storage.root,
         plan.metadata or meta,
@@ -410,7 +379,7 @@ def _plan_replace(
     fresh = _new_table_metadata(delta_schema, parts, config, name=name, description=description)
     plan.metadata = replace(fresh, id=old.id, created_time=old.created_time)
     needed = table_features_in_use(plan.metadata.schema, {**config, **pseudo})
-    plan.protocol = _upgraded(plan.snapshot.protocol, needed)
+    plan.protocol = upgraded_protocol(plan.snapshot.protocol, needed)
     plan.partition_by = parts
     plan.state = WriteState.for_table(
         plan.storage.root,
