@@ -53,6 +53,8 @@ from lakequery.writer.schema_evolution import assign_column_mapping
 ColumnPath = str | Sequence[str]
 MODE_KEY = "delta.columnMapping.mode"
 MAX_ID_KEY = "delta.columnMapping.maxColumnId"
+#: Column metadata an added column may not carry (existing rows could not satisfy it).
+_NOT_ADDABLE = (GENERATION_KEY, INVARIANTS_KEY, "delta.identity.", "CURRENT_DEFAULT")
 _SEGMENT = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")
 
 
@@ -292,6 +294,15 @@ def plan_add_columns(snapshot: Snapshot, fields: Any) -> AlterChange:
             raise _fail(snapshot, op, f"column {f.name!r} already exists")
         if not f.nullable:
             raise _fail(snapshot, op, f"column {f.name!r} must be nullable (existing rows)")
+        special = sorted(k for k in f.metadata if k.startswith(_NOT_ADDABLE))
+        if special:
+            raise _fail(
+                snapshot,
+                op,
+                f"column {f.name!r} has {special}: generated, identity and default columns "
+                "cannot be added to an existing table (Delta's rule); use a CHECK constraint "
+                "for invariants",
+            )
         have.add(f.name.lower())
     added = [
         replace(

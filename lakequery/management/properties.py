@@ -66,7 +66,6 @@ _BOOLEAN = frozenset(
     {
         "delta.appendOnly",
         "delta.enableChangeDataFeed",
-        "delta.enableChangeDataCapture",
         "delta.enableDeletionVectors",
         "delta.enableRowTracking",
         "delta.enableInCommitTimestamps",
@@ -238,6 +237,8 @@ def plan_properties(
             raise fail(f"{key!r} is a constraint: use add_constraint (it checks the rows)")
         if key in _RESERVED:
             raise fail(f"{key!r} is maintained by writers and cannot be set")
+        if key == "delta.enableChangeDataCapture":
+            raise fail(f"{key!r} is a legacy alias: set delta.enableChangeDataFeed")
         if key in _UNSUPPORTED:
             raise fail(f"{key!r} needs a table feature lakequery cannot write under")
         if key.startswith("delta.") and key not in KNOWN_PROPERTIES and raise_if_not_exists:

@@ -138,6 +138,8 @@ def _without(current: Protocol, feature: str) -> Protocol:
         return legacy
     listed = tuple(sorted(remaining))
     readers = tuple(sorted(f for f in remaining if FEATURES[f].kind == "reader-writer"))
+    if readers == ("columnMapping",) and current.min_reader_version == 2:
+        return Protocol(2, 7, None, listed)  # reader 2 already says column mapping
     if readers:
         return Protocol(3, 7, readers, listed)
     return Protocol(2 if "columnMapping" in remaining else 1, 7, None, listed)

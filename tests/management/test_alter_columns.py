@@ -226,3 +226,21 @@ def test_backticked_name_with_dot(tmp_path: Path) -> None:
     uri = plain_table(str(tmp_path / "t"), pa.table({"id": [1], "a.b": [2]}))
     lq.DeltaTable(uri).alter.rename_column("`a.b`", "ab")
     assert_engines(uri, [{"id": 1, "ab": 2}])
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"delta.generationExpression": "id * 2"},
+        {"delta.identity.start": 1, "delta.identity.step": 1},
+        {"CURRENT_DEFAULT": "0"},
+    ],
+)
+def test_add_generated_identity_or_default_column_refused(
+    tmp_path: Path, metadata: dict[str, object]
+) -> None:
+    uri = plain_table(str(tmp_path / "t"))
+    field = StructField("g", PrimitiveType("long"), True, metadata)
+    with pytest.raises(lq.AlterTableError, match="cannot be added to an existing table"):
+        lq.DeltaTable(uri).alter.add_columns(field)
+    assert protocol_of(uri) == (1, 1, (), ())

@@ -203,3 +203,20 @@ def test_drop_feature_refused(
     with pytest.raises(lq.AlterTableError, match=message):
         lq.DeltaTable(uri).alter.drop_feature(feature)
     assert protocol_of(uri) == before
+
+
+def test_drop_feature_keeps_reader_version_2_for_column_mapping(tmp_path: Path) -> None:
+    uri = plain_table(str(tmp_path / "t"))
+    dt = lq.DeltaTable(uri)
+    dt.alter.rename_column("v", "w")
+    assert protocol_of(uri) == (2, 5, (), ())
+    dt.alter.drop_feature("changeDataFeed")
+    assert protocol_of(uri) == (
+        2,
+        7,
+        (),
+        ("appendOnly", "checkConstraints", "columnMapping", "generatedColumns", "invariants"),
+    )
+    expected = [{"id": r["id"], "w": r["v"]} for r in ROWS]
+    assert_engines(uri, expected)
+    assert deltalake_rows(uri) == expected

@@ -120,6 +120,7 @@ def test_row_tracking_on_empty_table(tmp_path: Path) -> None:
     [
         ({"delta.enableChangeDataFed": "true"}, "unknown table property"),
         ({"delta.appendOnly": "yes"}, "takes 'true' or 'false'"),
+        ({"delta.enableChangeDataCapture": "true"}, "legacy alias"),
         ({"delta.logRetentionDuration": "forever"}, "takes an interval"),
         ({"delta.checkpointInterval": "0"}, "must be positive"),
         ({"delta.checkpointPolicy": "v3"}, "takes one of"),
