@@ -337,13 +337,19 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
     Example:
         >>> upgraded_protocol(Protocol(1, 2), {"appendOnly"}) is None
         True
+        >>> preview = Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",))
+        >>> upgraded_protocol(preview, {"typeWidening"}) is None
+        True
         >>> upgraded_protocol(Protocol(1, 2), {"changeDataFeed"})
         Protocol(min_reader_version=1, min_writer_version=4, reader_features=None, writer_features=None)
         >>> p = upgraded_protocol(Protocol(1, 2), {"deletionVectors"})
         >>> p.min_reader_version, p.reader_features, p.writer_features
         (3, ('deletionVectors',), ('appendOnly', 'deletionVectors', 'invariants'))
     """
-    missing = {f for f in needed if not current.supports(f)}
+    # A preview spelling (``typeWidening-preview``) has the same semantics (digest §5.2).
+    missing = {
+        f for f in needed if not current.supports(f) and not current.supports(f"{f}-preview")
+    }
     if not missing:
         return None
     have = current.effective_reader_features() | current.effective_writer_features()
