@@ -171,3 +171,23 @@ def test_schema_evolving_write_vs_alter(tmp_path: Path) -> None:
     lq.DeltaTable(uri).alter.add_columns(pa.field("n", pa.int64()))
     with pytest.raises(lq.MetadataChangedError):
         lq.commit_write(plan, adds)
+
+
+@pytest.mark.parametrize("op", ["add_columns", "rename_column", "enable_feature"])
+def test_append_planned_before_an_alter_fails_cleanly(tmp_path: Path, op: str) -> None:
+    """The other direction for a plain append: digest §17.4 step 2 (the feature-enablement
+    exemptions of newer Delta releases are not implemented), so the append raises and
+    leaves nothing visible; retrying it from the new version works."""
+    uri = _table(tmp_path, partitioned=False)
+    data = _rows([7])
+    plan = lq.plan_write(uri, data.schema, mode="append")
+    assert plan.state is not None
+    adds = lq.writer.write_data_files(data, plan.state)
+    OPS[op](lq.DeltaTable(uri).alter)
+    with pytest.raises(lq.MetadataChangedError):
+        lq.commit_write(plan, adds)
+    assert lq.DeltaTable(uri).snapshot().version == 1
+    if op != "rename_column":
+        lq.write(uri, data, mode="append")
+        ids = lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow()["id"].to_pylist()
+        assert sorted(ids) == [1, 2, 3, 7]
