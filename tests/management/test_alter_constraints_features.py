@@ -220,3 +220,16 @@ def test_drop_feature_keeps_reader_version_2_for_column_mapping(tmp_path: Path) 
     expected = [{"id": r["id"], "w": r["v"]} for r in ROWS]
     assert_engines(uri, expected)
     assert deltalake_rows(uri) == expected
+
+
+def test_deltalake_writer_enforces_a_constraint_added_by_alter(tmp_path: Path) -> None:
+    """The stored constraint is what another writer reads: deltalake refuses a violating
+    append and accepts a valid one."""
+    import deltalake
+
+    uri = plain_table(str(tmp_path / "t"))
+    lq.DeltaTable(uri).alter.add_constraint({"pos": "id > 0"})
+    with pytest.raises(Exception, match="failed validation"):
+        deltalake.write_deltalake(uri, pa.table({"id": [-1], "v": ["x"]}), mode="append")
+    deltalake.write_deltalake(uri, pa.table({"id": [5], "v": ["x"]}), mode="append")
+    assert_engines(uri, [*ROWS, {"id": 5, "v": "x"}])
