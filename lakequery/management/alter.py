@@ -37,7 +37,7 @@ from lakequery.management.columns import (
     plan_rename_column,
 )
 from lakequery.management.constraints import plan_add_constraint, plan_drop_constraint
-from lakequery.management.properties import plan_properties
+from lakequery.management.properties import plan_properties, plan_table_info
 from lakequery.management.table_features import (
     plan_add_features,
     plan_drop_feature,
@@ -141,6 +141,20 @@ class TableAlterer:
         return self.apply(
             lambda s: plan_properties(s, props, raise_if_not_exists=raise_if_not_exists)
         )
+
+    def set_table_properties(
+        self, properties: Mapping[str, Any], raise_if_not_exists: bool = True
+    ) -> AlterResult:
+        """deltalake's name for :meth:`set_properties`."""
+        return self.set_properties(properties, raise_if_not_exists=raise_if_not_exists)
+
+    def set_table_name(self, name: str) -> AlterResult:
+        """Sets ``metaData.name`` (deltalake's ``set_table_name``)."""
+        return self.apply(lambda s: plan_table_info(s, name=name))
+
+    def set_table_description(self, description: str) -> AlterResult:
+        """Sets ``metaData.description`` (deltalake's ``set_table_description``)."""
+        return self.apply(lambda s: plan_table_info(s, description=description))
 
     def unset_properties(
         self, keys: str | Iterable[str], *, raise_if_not_exists: bool = True

@@ -288,3 +288,22 @@ def plan_properties(
         protocol,
         reads_whole_table=turning_on_rows and not snapshot.protocol.supports("rowTracking"),
     )
+
+
+def plan_table_info(
+    snapshot: Snapshot, *, name: str | None = None, description: str | None = None
+) -> AlterChange:
+    """The table's ``metaData.name`` / ``description`` (deltalake's ``set_table_name`` /
+    ``set_table_description``); None leaves a field as it is."""
+    op = "UPDATE TABLE METADATA"
+    meta = snapshot.metadata
+    for label, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise AlterTableError(snapshot.table_uri, op, f"{label} must be a string")
+    new_meta = replace(
+        meta,
+        name=meta.name if name is None else name,
+        description=meta.description if description is None else description,
+    )
+    params = {k: v for k, v in (("name", name), ("description", description)) if v is not None}
+    return AlterChange(op, {"metadataUpdate": params}, new_meta)

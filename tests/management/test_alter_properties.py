@@ -168,3 +168,22 @@ def test_disabling_cdf_keeps_the_feature(tmp_path: Path) -> None:
     uri = plain_table(str(tmp_path / "t"), configuration={"delta.enableChangeDataFeed": "true"})
     lq.DeltaTable(uri).alter.unset_properties("delta.enableChangeDataFeed")
     assert protocol_of(uri) == (1, 4, (), ())  # features are only removed by drop_feature
+
+
+def test_table_name_and_description(tmp_path: Path) -> None:
+    import deltalake
+
+    uri = plain_table(str(tmp_path / "t"))
+    dt = lq.DeltaTable(uri)
+    assert dt.alter.set_table_name("people").operation == "UPDATE TABLE METADATA"
+    dt.alter.set_table_description("who is who")
+    dt.alter.set_table_properties({"owner": "me"})  # deltalake's spelling
+    meta = dt.snapshot().metadata
+    assert (meta.name, meta.description, meta.configuration["owner"]) == (
+        "people",
+        "who is who",
+        "me",
+    )
+    theirs = deltalake.DeltaTable(uri).metadata()
+    assert (theirs.name, theirs.description) == ("people", "who is who")
+    assert protocol_of(uri) == (1, 1, (), ())
