@@ -191,3 +191,21 @@ def test_append_planned_before_an_alter_fails_cleanly(tmp_path: Path, op: str) -
         lq.write(uri, data, mode="append")
         ids = lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow()["id"].to_pylist()
         assert sorted(ids) == [1, 2, 3, 7]
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitioned"])
+def test_in_commit_timestamp_enablement_version_follows_the_retry(
+    tmp_path: Path, partitioned: bool
+) -> None:
+    uri = _table(tmp_path, partitioned)
+    result = alter_after_concurrent_write(
+        uri,
+        lambda: lq.write(uri, _rows([4]), mode="append"),
+        lambda a: a.enable_feature("inCommitTimestamp"),
+    )
+    config = lq.DeltaTable(uri).snapshot().metadata.configuration
+    assert result.version == 2
+    assert config["delta.inCommitTimestampEnablementVersion"] == "2"
+    path = Path(uri) / "_delta_log" / f"{2:020d}.json"
+    info = json.loads(path.read_text().splitlines()[0])["commitInfo"]
+    assert config["delta.inCommitTimestampEnablementTimestamp"] == str(info["inCommitTimestamp"])
