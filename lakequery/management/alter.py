@@ -35,6 +35,7 @@ from lakequery.management.columns import (
     plan_add_columns,
     plan_drop_columns,
     plan_rename_column,
+    plan_set_column_metadata,
 )
 from lakequery.management.constraints import plan_add_constraint, plan_drop_constraint
 from lakequery.management.properties import plan_properties, plan_table_info
@@ -122,6 +123,16 @@ class TableAlterer:
             AlterTableError: not an allowed widening, or a partition or nested-type column.
         """
         return self.apply(lambda s: plan_change_column_type(s, column, new_type))
+
+    def set_column_metadata(self, column: ColumnPath, metadata: Mapping[str, Any]) -> AlterResult:
+        """Merges ``metadata`` into a column's metadata (deltalake's
+        ``set_column_metadata``; ``{"comment": "..."}`` is Spark's column comment).
+
+        Raises:
+            AlterTableError: no such column, or a reserved ``delta.*`` key.
+        """
+        items = dict(metadata)
+        return self.apply(lambda s: plan_set_column_metadata(s, column, items))
 
     # -- properties ---------------------------------------------------------------------------
     def set_properties(

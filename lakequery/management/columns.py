@@ -387,3 +387,28 @@ def plan_drop_columns(
         schema = edit_field(schema, path, lambda f: None)
         dropped.append(_label(path))
     return _commit_schema(snapshot, op, {"columns": dropped}, schema, config)
+
+
+# --- column metadata -----------------------------------------------------------------------------
+
+
+def plan_set_column_metadata(
+    snapshot: Snapshot, column: ColumnPath, metadata: Mapping[str, Any]
+) -> AlterChange:
+    """Merges ``metadata`` into a column's metadata (deltalake's ``set_column_metadata``;
+    Spark's ``ALTER COLUMN ... COMMENT`` is ``{"comment": ...}``).
+
+    Raises:
+        AlterTableError: no such column, or a ``delta.*`` key (those are the protocol's:
+            column mapping, type changes, identity, generation, invariants).
+    """
+    op = "CHANGE COLUMN"
+    meta = snapshot.metadata
+    path = resolve(meta.schema, parse_column_path(column), snapshot, op)
+    reserved = sorted(k for k in metadata if str(k).startswith("delta."))
+    if reserved:
+        raise _fail(snapshot, op, f"column metadata keys {reserved} are reserved by Delta")
+    added = {str(k): v for k, v in metadata.items()}
+    schema = edit_field(meta.schema, path, lambda f: replace(f, metadata={**f.metadata, **added}))
+    params = {"column": _label(path), "metadata": added}
+    return _commit_schema(snapshot, op, params, schema, dict(meta.configuration))

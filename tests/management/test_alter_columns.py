@@ -244,3 +244,18 @@ def test_add_generated_identity_or_default_column_refused(
     with pytest.raises(lq.AlterTableError, match="cannot be added to an existing table"):
         lq.DeltaTable(uri).alter.add_columns(field)
     assert protocol_of(uri) == (1, 1, (), ())
+
+
+def test_set_column_metadata(tmp_path: Path) -> None:
+    import deltalake
+
+    uri = plain_table(str(tmp_path / "t"))
+    dt = lq.DeltaTable(uri)
+    assert dt.alter.set_column_metadata("v", {"comment": "a letter"}).operation == "CHANGE COLUMN"
+    assert dt.snapshot().metadata.schema["v"].metadata == {"comment": "a letter"}
+    theirs = deltalake.DeltaTable(uri).schema().fields[1]
+    assert theirs.metadata == {"comment": "a letter"}
+    with pytest.raises(lq.AlterTableError, match="reserved by Delta"):
+        dt.alter.set_column_metadata("v", {"delta.columnMapping.id": 5})
+    assert protocol_of(uri) == (1, 1, (), ())
+    assert_engines(uri, ROWS)
