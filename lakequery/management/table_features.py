@@ -84,6 +84,8 @@ def plan_enable_features(snapshot: Snapshot, features: str | Iterable[str]) -> A
     if not names:
         raise AlterTableError(snapshot.table_uri, "SET TBLPROPERTIES", "no features given")
     props = {ENABLING[n][0]: ENABLING[n][1] for n in names if n in ENABLING}
+    if snapshot.column_mapping_mode != "none":  # on already ('id' mode stays 'id')
+        props.pop(ENABLING["columnMapping"][0], None)
     rest = [n for n in names if n not in ENABLING]
     params = {"properties": {**props, **{f"delta.feature.{n}": "supported" for n in rest}}}
     return plan_properties(snapshot, props, add_features=rest, parameters=params)

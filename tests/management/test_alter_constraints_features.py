@@ -233,3 +233,11 @@ def test_deltalake_writer_enforces_a_constraint_added_by_alter(tmp_path: Path) -
         deltalake.write_deltalake(uri, pa.table({"id": [-1], "v": ["x"]}), mode="append")
     deltalake.write_deltalake(uri, pa.table({"id": [5], "v": ["x"]}), mode="append")
     assert_engines(uri, [*ROWS, {"id": 5, "v": "x"}])
+
+
+def test_enable_column_mapping_on_id_mode_table_keeps_id(tmp_path: Path) -> None:
+    uri = plain_table(str(tmp_path / "t"), configuration={"delta.columnMapping.mode": "id"})
+    before = protocol_of(uri)
+    assert lq.DeltaTable(uri).alter.enable_feature("columnMapping").features_added == ()
+    assert config_of(uri)["delta.columnMapping.mode"] == "id"
+    assert protocol_of(uri) == before
