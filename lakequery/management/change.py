@@ -85,7 +85,8 @@ class AlterResult:
         operation: ``commitInfo.operation`` of that commit.
         features_added: table features the commit added to the protocol.
         features_removed: table features it removed (``drop_feature``).
-        attempts: versions tried, over every plan (1 = no race lost).
+        attempts: versions the last plan tried, plus one per earlier plan given up after
+            a concurrent data change (1 = no race lost).
         rows_checked: live rows checked against a new constraint (``add_constraint``).
     """
 
