@@ -16,6 +16,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from lakequery.errors import (
+    AlterTableError,
     AppendOnlyError,
     ChangeDataFeedError,
     CommitConflictError,
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlterTableError",
     "AppendOnlyError",
     "ChangeDataFeedError",
     "ChangeScan",

@@ -180,6 +180,18 @@ class ConstraintViolationError(LakeQueryError, ValueError):
         super().__init__(msg + (f": {detail}" if detail else ""))
 
 
+class AlterTableError(LakeQueryError, ValueError):
+    """``DeltaTable.alter`` refuses a change: it names a column, property, constraint or
+    feature that does not fit the table, or the protocol does not allow it. Nothing is
+    committed."""
+
+    def __init__(self, uri: str, operation: str, reason: str) -> None:
+        self.uri = uri
+        self.operation = operation
+        self.reason = reason
+        super().__init__(f"{operation} on {uri!r} refused: {reason}")
+
+
 # --- queries ---------------------------------------------------------------------------------
 
 

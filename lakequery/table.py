@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         VacuumResult,
     )
     from lakequery.commands.progress import ProgressCallback
+    from lakequery.management.alter import TableAlterer
     from lakequery.management.create import CreateMode
     from lakequery.management.detail import TableDetail
     from lakequery.management.repair import RepairResult
@@ -175,6 +176,22 @@ class DeltaTable:
         if known is not None and known.version == version:
             return known  # the same state; snapshots are immutable
         return Snapshot(self.storage, load_state(self.storage, version))
+
+    @property
+    def alter(self) -> TableAlterer:
+        """ALTER TABLE: columns, properties, constraints and table features, one commit
+        per call; see :mod:`lakequery.management.alter`.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> uri = "memory://table-alter-doc"
+            >>> _ = lq.write(uri, pa.table({"x": [1]}))
+            >>> lq.DeltaTable(uri).alter.add_columns(pa.field("y", pa.string())).version
+            1
+        """
+        from lakequery.management.alter import TableAlterer
+
+        return TableAlterer(self)
 
     def _latest_snapshot(self) -> Snapshot:
         """The latest snapshot: the one this table (or, for small tables, this process)

@@ -39,14 +39,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lakequery.errors import AppendOnlyError, TableAlreadyExistsError, TableNotFoundError
-from lakequery.protocol.features import table_features_in_use
+from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.txn import Transaction
 from lakequery.writer.identity import Identity, identity_schema
-from lakequery.writer.new_table import new_table, split_configuration, upgraded_protocol
+from lakequery.writer.new_table import new_table, split_configuration
 
 if TYPE_CHECKING:
     from lakequery.metadata import Metadata

@@ -320,6 +320,39 @@ def protocol_for(features: set[str]) -> Protocol:
     return Protocol(1, 7, None, writer_features)
 
 
+def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
+    """The protocol ``current`` with the features ``needed`` added, or None when it
+    already supports them all. Features the old versions imply are kept (digest §5.2),
+    and neither version ever goes down.
+
+    Example:
+        >>> upgraded_protocol(Protocol(1, 2), {"appendOnly"}) is None
+        True
+        >>> preview = Protocol(3, 7, ("typeWidening-preview",), ("typeWidening-preview",))
+        >>> upgraded_protocol(preview, {"typeWidening"}) is None
+        True
+        >>> upgraded_protocol(Protocol(1, 2), {"changeDataFeed"})
+        Protocol(min_reader_version=1, min_writer_version=4, reader_features=None, writer_features=None)
+        >>> p = upgraded_protocol(Protocol(1, 2), {"deletionVectors"})
+        >>> p.min_reader_version, p.reader_features, p.writer_features
+        (3, ('deletionVectors',), ('appendOnly', 'deletionVectors', 'invariants'))
+    """
+    # A preview spelling (``typeWidening-preview``) has the same semantics (digest §5.2).
+    missing = {
+        f for f in needed if not current.supports(f) and not current.supports(f"{f}-preview")
+    }
+    if not missing:
+        return None
+    have = current.effective_reader_features() | current.effective_writer_features()
+    proto = protocol_for(set(have) | missing)
+    return Protocol(
+        max(proto.min_reader_version, current.min_reader_version),
+        max(proto.min_writer_version, current.min_writer_version),
+        proto.reader_features,
+        proto.writer_features,
+    )
+
+
 def _schema_usage(schema: StructType) -> tuple[list[Mapping[str, Any]], set[str]]:
     """The metadata maps and primitive type names of every (nested) field."""
     fields = [f for _, f in iter_fields(schema)]

@@ -51,7 +51,11 @@ from lakequery.metadata import Metadata
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
-from lakequery.protocol.features import Protocol, table_features_in_use
+from lakequery.protocol.features import Protocol, table_features_in_use, upgraded_protocol
+from lakequery.protocol.row_tracking_enablement import (
+    check_row_tracking_enablement,
+    with_row_tracking_columns,
+)
 from lakequery.protocol.schema import (
     schema_to_json,
 )
@@ -72,8 +76,6 @@ from lakequery.writer.new_table import (
     new_table,
     new_table_metadata,
     split_configuration,
-    upgraded_protocol,
-    with_row_tracking_columns,
 )
 from lakequery.writer.schema_evolution import assign_column_mapping, reconcile
 from lakequery.writer.state import WriteState
@@ -172,21 +174,6 @@ def _latest(storage: Storage) -> Snapshot | None:
         return None
 
 
-def _check_row_tracking_enablement(snapshot: Snapshot, config: dict[str, str]) -> None:
-    """Row tracking may only be enabled when every live file already has row ids."""
-
-    def on(c: Mapping[str, str]) -> bool:
-        return (c.get("delta.enableRowTracking") or "").strip().lower() == "true"
-
-    if on(config) and not on(snapshot.metadata.configuration):
-        ids = snapshot.files().column("base_row_id")
-        if ids.null_count:
-            raise SchemaError(
-                "delta.enableRowTracking=true needs baseRowId on every live file; "
-                f"{ids.null_count} file(s) lack it and lakequery does not backfill row ids"
-            )
-
-
 def plan_write(
     table: Any,
     schema: pa.Schema,
@@ -268,7 +255,7 @@ def plan_write(
         )
     result = reconcile(meta.schema, schema, merge=schema_mode == "merge")
     config = {**meta.configuration, **stored}
-    _check_row_tracking_enablement(snapshot, config)
+    check_row_tracking_enablement(snapshot, config)
     config = with_row_tracking_columns(config)
     new_schema = result.schema
     if result.changed and snapshot.column_mapping_mode != "none":

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from lakequery.errors import SchemaError
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
+from lakequery.protocol.row_tracking_enablement import with_row_tracking_columns
 from lakequery.protocol.schema import PrimitiveType, StructType, schema_to_json
 from lakequery.writer.schema_evolution import assign_column_mapping
 
@@ -33,8 +34,6 @@ from lakequery.writer.schema_evolution import assign_column_mapping
 PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
 #: Table property that lets DML write deletion vectors; on by default for new tables.
 DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
-ROW_ID_COLUMN_KEY = "delta.rowTracking.materializedRowIdColumnName"
-ROW_COMMIT_VERSION_COLUMN_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
 
 def split_configuration(
@@ -67,14 +66,6 @@ def check_partition_columns(schema: StructType, partition_by: Sequence[str]) -> 
     return tuple(out)
 
 
-def with_row_tracking_columns(config: dict[str, str]) -> dict[str, str]:
-    """Enabled row tracking needs the names of its materialized columns (digest §14)."""
-    if (config.get("delta.enableRowTracking") or "").strip().lower() == "true":
-        config.setdefault(ROW_ID_COLUMN_KEY, f"_row-id-col-{uuid.uuid4()}")
-        config.setdefault(ROW_COMMIT_VERSION_COLUMN_KEY, f"_row-commit-version-col-{uuid.uuid4()}")
-    return config
-
-
 def new_table_metadata(
     schema: StructType,
     partition_by: tuple[str, ...],
@@ -97,21 +88,6 @@ def new_table_metadata(
         name=name,
         description=description,
         created_time=int(time.time() * 1000),
-    )
-
-
-def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
-    """The protocol with ``needed`` added (None when it already supports them)."""
-    missing = {f for f in needed if not current.supports(f)}
-    if not missing:
-        return None
-    have = current.effective_reader_features() | current.effective_writer_features()
-    proto = protocol_for(set(have) | missing)
-    return Protocol(
-        max(proto.min_reader_version, current.min_reader_version),
-        max(proto.min_writer_version, current.min_writer_version),
-        proto.reader_features,
-        proto.writer_features,
     )
 
 
@@ -146,6 +122,4 @@ __all__ = [
     "new_table",
     "new_table_metadata",
     "split_configuration",
-    "upgraded_protocol",
-    "with_row_tracking_columns",
 ]

@@ -123,12 +123,8 @@ class _Merger:
 
     def _widened(self, tf: StructField, new_type: DeltaType) -> StructField:
         if isinstance(new_type, PrimitiveType) and isinstance(tf.type, PrimitiveType):
-            change = {"fromType": type_to_json(tf.type), "toType": type_to_json(new_type)}
-            metadata = dict(tf.metadata)
-            metadata["delta.typeChanges"] = [*metadata.get("delta.typeChanges", []), change]
             self.widened = True
-            return replace(tf, type=new_type, metadata=metadata)
-        return replace(tf, type=new_type)
+        return widened_field(tf, new_type)
 
     def field_type(self, tf: StructField, df: StructField, path: str) -> DeltaType:
         """The column's type after the write (``tf.type`` itself when unchanged)."""
@@ -164,6 +160,17 @@ def reconcile(table: StructType, data: pa.Schema, *, merge: bool = False) -> Rec
         if not present and not f.nullable and not generated:
             raise SchemaMismatchError(f.name, _label(f.type), "no such column", "it is NOT NULL")
     return Reconciled(schema, changed, merger.widened)
+
+
+def widened_field(tf: StructField, new_type: DeltaType) -> StructField:
+    """``tf`` with type ``new_type``; a primitive type change is recorded in the field's
+    ``delta.typeChanges`` (digest §14), which readers use to cast older files up."""
+    if isinstance(new_type, PrimitiveType) and isinstance(tf.type, PrimitiveType):
+        change = {"fromType": type_to_json(tf.type), "toType": type_to_json(new_type)}
+        metadata = dict(tf.metadata)
+        metadata["delta.typeChanges"] = [*metadata.get("delta.typeChanges", []), change]
+        return replace(tf, type=new_type, metadata=metadata)
+    return replace(tf, type=new_type)
 
 
 def assign_column_mapping(schema: StructType, max_id: int) -> tuple[StructType, int]:
