@@ -53,7 +53,7 @@ from lakequery.errors import (
 if TYPE_CHECKING:
     from lakequery import demo
     from lakequery.cdf import ChangeScan
-    from lakequery.history import CommitEntry
+    from lakequery.history import CommitEntry, History
     from lakequery.scan import FileTask, Scan, ScanPlan
     from lakequery.snapshot import Snapshot
     from lakequery.sql import sql
@@ -83,6 +83,7 @@ __all__ = [
     "DeltaTable",
     "DomainMetadataConflictError",
     "FileTask",
+    "History",
     "InvalidPathError",
     "LakeQueryError",
     "MergeConflictError",
@@ -128,6 +129,7 @@ _LAZY: dict[str, str] = {
     "CommitResult": "lakequery.txn",
     "DeltaTable": "lakequery.table",
     "FileTask": "lakequery.scan",
+    "History": "lakequery.history",
     "Scan": "lakequery.scan",
     "ScanPlan": "lakequery.scan",
     "Snapshot": "lakequery.snapshot",

@@ -622,6 +622,12 @@ class ChangeScan:
             f"columns={self.columns!r})"
         )
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: version range, files to read, output schema."""
+        from lakequery.display.html import change_scan_html
+
+        return change_scan_html(self)
+
     @property
     def output_schema(self) -> pa.Schema:
         """The Arrow schema of the rows (table columns, then the change columns)."""
