@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -133,17 +134,21 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
     x = np.arange(table.num_rows)
     ax.bar(x, live, label="live rows", color="tab:blue")
     ax.bar(x, dele, bottom=live, label="deleted rows (DV)", color="tab:red")
-    names = [str(p).rsplit("/", 1)[-1][:12] for p in table.column("path").to_pylist()]
-    ax.set_xticks(x, names)
+    ax.set_xticks(x, _short_names([str(p) for p in table.column("path").to_pylist()]))
     ax.tick_params(axis="x", labelrotation=60, labelsize=7)
     ax.set_ylabel("rows")
     share = dele.sum() / max(int(dele.sum() + live.sum()), 1)
     ax.set_title(
         f"{table.num_rows} of {snap.num_files} files carry a deletion vector "
-        f"({share:.0%} of their rows deleted)"
+        f"({share:.1%} of their rows deleted)"
     )
     ax.legend()
     return fig
+
+
+def _short_names(paths: Sequence[str], width: int = 10) -> list[str]:
+    """File names without directories and the ``part-00000-`` prefix, cut to ``width``."""
+    return [re.sub(r"^part-\d+-", "", p.rsplit("/", 1)[-1])[:width] for p in paths]
 
 
 def _first_metric(metrics: Any, names: Sequence[str]) -> np.ndarray[Any, Any]:
@@ -242,6 +247,8 @@ def _filter_groups(
 def plot_pruning(
     layouts: Mapping[str, DeltaTable | Snapshot] | DeltaTable | Snapshot,
     filters: str | Sequence[str] | Mapping[str, Sequence[str]],
+    *,
+    shares: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
 ) -> Figure:
     """Share of files each filter lets a scan skip, one bar per layout and filter group,
     labelled with the files read: compare a table before and after OPTIMIZE / Z-order.
@@ -249,6 +256,8 @@ def plot_pruning(
     Args:
         layouts: ``{"before": snap0, "after": snap1}`` (tables or snapshots), or one.
         filters: a SQL filter, a list, or ``{group: [filters...]}`` averaged per group.
+        shares: the result of :func:`pruning_shares` for these layouts and filters, when
+            already computed (the scans are then not planned again).
 
     Example:
         >>> import matplotlib
@@ -262,11 +271,12 @@ def plot_pruning(
     """
     if not isinstance(layouts, Mapping):
         layouts = {"table": layouts}
-    shares = pruning_shares(layouts, filters)
+    if shares is None:
+        shares = pruning_shares(layouts, filters)
     groups = list(_filter_groups(filters))
     width = 0.8 / max(len(shares), 1)
     x = np.arange(len(groups))
-    fig = _figure(figsize=(max(6, 1.2 * len(groups) * len(shares)), 4))
+    fig = _figure(figsize=(min(12, max(6, 0.8 * len(groups) * len(shares) + 2)), 4))
     ax = fig.add_subplot()
     for i, (name, per_group) in enumerate(shares.items()):
         values = [100 * per_group[g][0] for g in groups]

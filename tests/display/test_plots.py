@@ -146,6 +146,8 @@ def test_pruning_before_and_after_zorder(tmp_path: Path) -> None:
     assert heights == pytest.approx(
         [100 * shares[n][c][0] for n in ("before", "after") for c in ("a", "b")]
     )
+    again = plot_pruning({"before": before, "after": after}, filters, shares=shares)
+    assert [p.get_height() for p in again.axes[0].patches] == heights
     single = plot_pruning(after, "a = 1")
     assert len(single.axes[0].patches) == 1
     with pytest.raises(ValueError, match="no filters"):
