@@ -617,9 +617,11 @@ class ChangeScan:
         self.columns = columns
 
     def __repr__(self) -> str:
+        from lakequery.display import column_list
+
         return (
             f"ChangeScan(versions={self.starting_version}..{self.ending_version}, "
-            f"columns={self.columns!r})"
+            f"columns={column_list(self.columns)})"
         )
 
     def _repr_html_(self) -> str:

@@ -130,7 +130,9 @@ class Scan:
         self.filter: Expr | None = _bind_filter(filter, schema)
 
     def __repr__(self) -> str:
-        return f"Scan(version={self.snapshot.version}, columns={self.columns!r})"
+        from lakequery.display import column_list
+
+        return f"Scan(version={self.snapshot.version}, columns={column_list(self.columns)})"
 
     def _repr_html_(self) -> str:
         """Jupyter's view: version, columns, filter and the pruned plan."""

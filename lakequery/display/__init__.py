@@ -10,6 +10,8 @@ Jupyter asks for HTML.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class HtmlMetrics:
     """Mixin for the command results (:mod:`lakequery.commands.metrics`, ``DmlMetrics``):
@@ -23,4 +25,20 @@ class HtmlMetrics:
         return metrics_html(self)
 
 
-__all__ = ["HtmlMetrics"]
+def column_list(columns: Sequence[str], limit: int = 6) -> str:
+    """Column names for a one-line repr: all of them up to ``limit``, else the first ones
+    and the count.
+
+    Example:
+        >>> column_list(["a", "b"])
+        "['a', 'b']"
+        >>> column_list([f"c{i}" for i in range(40)], limit=2)
+        "['c0', 'c1', ... 40 columns]"
+    """
+    if len(columns) <= limit:
+        return repr(list(columns))
+    shown = ", ".join(repr(c) for c in columns[:limit])
+    return f"[{shown}, ... {len(columns)} columns]"
+
+
+__all__ = ["HtmlMetrics", "column_list"]

@@ -158,6 +158,11 @@ def test_reprs_stay_short(tmp_path: Path) -> None:
     for obj in (dt, snap, snap.scan().plan(), dt.history(), dt.changes(starting_version=1)):
         text = repr(obj)
         assert "\n" not in text and len(text) < 200, text
+    wide = str(tmp_path / "wide")
+    lq.write(wide, pa.table({f"column_{i}": [i] for i in range(300)}))
+    wide_snap = lq.DeltaTable(wide).snapshot()
+    assert repr(wide_snap.scan()).endswith("... 300 columns])")
+    assert len(repr(wide_snap.scan())) < 200
 
 
 SECRET_KEY = "AKIA-VISIBLE-NAME-ONLY"
