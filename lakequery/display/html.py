@@ -133,6 +133,19 @@ def _features(snap: Snapshot) -> str:
     )
 
 
+def clustering_columns(snap: Snapshot) -> list[str]:
+    """Liquid clustering columns from the ``delta.clustering`` domain (as stored: physical
+    names under column mapping); empty when the table is not clustered."""
+    text = snap.domains.get("delta.clustering")
+    if not text:
+        return []
+    try:
+        columns = json.loads(text).get("clusteringColumns") or []
+        return [".".join(str(p) for p in c) if isinstance(c, list) else str(c) for c in columns]
+    except (ValueError, AttributeError):
+        return []  # a malformed domain is the writer's problem; the display shows nothing
+
+
 def snapshot_summary(snap: Snapshot) -> list[tuple[str, str]]:
     """Label -> HTML value of what a person asks first about a snapshot."""
     facts = file_facts(snap.files())
@@ -142,6 +155,11 @@ def snapshot_summary(snap: Snapshot) -> list[tuple[str, str]]:
         ("committed", esc(snap.timestamp.isoformat() if snap.timestamp else "unknown")),
         ("operation", esc(info.get("operation", "unknown"))),
         ("partitioned by", esc(", ".join(snap.partition_columns) or "(not partitioned)")),
+        *(
+            [("clustered by", esc(", ".join(clustering)))]
+            if (clustering := clustering_columns(snap))
+            else []
+        ),
         ("files", f"{number(facts.num_files)} ({esc(format_bytes(facts.total_bytes))})"),
         ("rows", number(facts.live_rows) if facts.live_rows is not None else "unknown"),
     ]

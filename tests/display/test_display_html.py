@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from htmlkit import parse
+from tablekit import TableKit, commit_info, domain_action, protocol_action
 
 import lakequery as lq
 from lakequery.history import History
@@ -206,3 +207,16 @@ def test_hostile_column_names_are_text(tmp_path: Path, name: str) -> None:
     parsed = parse(lq.DeltaTable(uri)._repr_html_())
     assert "script" not in parsed.tags and "img" not in parsed.tags
     assert name in parsed.cells()
+
+
+def test_clustering_columns_are_shown(tmp_path: Path) -> None:
+    kit = TableKit(tmp_path / "clustered")
+    protocol = protocol_action(1, 7, None, ["domainMetadata", "clustering"])
+    kit.create(pa.schema([("a", pa.int64()), ("b", pa.string())]), protocol=protocol)
+    kit.commit(
+        [domain_action("delta.clustering", '{"clusteringColumns": [["a"], ["b"]]}')],
+        info=commit_info("CLUSTER BY"),
+    )
+    info = _fields(lq.DeltaTable(kit.uri)._repr_html_())
+    assert info["clustered by"] == "a, b"
+    assert "clustered by" not in _fields(lq.DeltaTable(kit.uri).snapshot(version=0)._repr_html_())
