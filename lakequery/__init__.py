@@ -56,7 +56,7 @@ from lakequery.errors import (
 if TYPE_CHECKING:
     from lakequery import demo
     from lakequery.cdf import ChangeScan
-    from lakequery.history import CommitEntry
+    from lakequery.history import CommitEntry, History
     from lakequery.management.convert import convert_to_delta
     from lakequery.management.detail import TableDetail
     from lakequery.management.repair import RepairResult
@@ -91,6 +91,7 @@ __all__ = [
     "DeltaTable",
     "DomainMetadataConflictError",
     "FileTask",
+    "History",
     "Identity",
     "IdentityColumnError",
     "IdentityConflictError",
@@ -142,6 +143,7 @@ _LAZY: dict[str, str] = {
     "CommitResult": "lakequery.txn",
     "DeltaTable": "lakequery.table",
     "FileTask": "lakequery.scan",
+    "History": "lakequery.history",
     "Identity": "lakequery.writer.identity",
     "Scan": "lakequery.scan",
     "ScanPlan": "lakequery.scan",

@@ -618,10 +618,18 @@ class ChangeScan:
         self.columns = columns
 
     def __repr__(self) -> str:
+        from lakequery.display import column_list
+
         return (
             f"ChangeScan(versions={self.starting_version}..{self.ending_version}, "
-            f"columns={self.columns!r})"
+            f"columns={column_list(self.columns)})"
         )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: version range, files to read, output schema."""
+        from lakequery.display.html import change_scan_html
+
+        return change_scan_html(self)
 
     @property
     def output_schema(self) -> pa.Schema:

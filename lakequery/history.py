@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from lakequery.duckdb_private import private_cursor
 from lakequery.engines.sql_types import quote_str
@@ -36,6 +37,68 @@ class CommitEntry:
     parameters: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+
+
+_STR_MAP: Any = pa.map_(pa.string(), pa.string())
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("version", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("operation", pa.string()),
+        ("parameters", _STR_MAP),
+        ("metrics", _STR_MAP),
+    ]
+)
+
+
+def _as_strings(values: dict[str, Any]) -> list[tuple[str, str]]:
+    """Map entries as strings (JSON for non-strings), as Spark's DESCRIBE HISTORY shows."""
+    return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in values.items()]
+
+
+class History(list[CommitEntry]):
+    """The commits :meth:`lakequery.DeltaTable.history` returns, newest first.
+
+    A plain list of :class:`CommitEntry` (indexing, ``len``, equality with lists) that also
+    displays as a table in Jupyter and converts to Arrow or pandas, one row per commit
+    like Spark's ``DESCRIBE HISTORY``: ``version``, ``timestamp`` (UTC), ``operation``,
+    ``parameters`` and ``metrics`` (maps of strings).
+
+    Example:
+        >>> import lakequery as lq
+        >>> h = lq.DeltaTable(lq.demo.example_table()).history()
+        >>> h
+        History(3 commits, versions 2..0)
+        >>> h.to_arrow().column("version").to_pylist()
+        [2, 1, 0]
+    """
+
+    def __repr__(self) -> str:
+        if not self:
+            return "History(0 commits)"
+        return f"History({len(self)} commits, versions {self[0].version}..{self[-1].version})"
+
+    def _repr_html_(self) -> str:
+        from lakequery.display.html import history_html
+
+        return history_html(self)
+
+    def to_arrow(self) -> pa.Table:
+        """One row per commit (see the class docstring for the columns)."""
+        return pa.table(
+            [
+                pa.array([e.version for e in self], pa.int64()),
+                pa.array([e.timestamp for e in self], pa.timestamp("ms", tz="UTC")),
+                pa.array([e.operation for e in self], pa.string()),
+                pa.array([_as_strings(e.parameters) for e in self], _STR_MAP),
+                pa.array([_as_strings(e.metrics) for e in self], _STR_MAP),
+            ],
+            schema=HISTORY_SCHEMA,
+        )
+
+    def to_pandas(self) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (maps become lists of pairs)."""
+        return self.to_arrow().to_pandas()
 
 
 def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -120,14 +183,14 @@ def _decode_parameters(params: Any) -> dict[str, Any]:
 
 def history_entries(
     storage: Storage, commits: Sequence[LogFile], props: TableProperties, limit: int | None
-) -> list[CommitEntry]:
+) -> History:
     """History newest first, at most ``limit`` entries."""
     times = commit_timestamps(storage, commits, props)
     chosen = list(zip(commits, times, strict=True))[::-1]
     if limit is not None:
         chosen = chosen[: max(limit, 0)]
     infos = read_commit_infos(storage, [c.version for c, _ in chosen])
-    out = []
+    out = History()
     for c, ms in chosen:
         info = infos.get(c.version, {})
         out.append(

@@ -61,6 +61,15 @@ class ScanPlan:
     total_files: int
     locations: pa.StringArray  # storage location per surviving file
 
+    def __repr__(self) -> str:
+        return f"ScanPlan(files={self.num_files} of {self.total_files})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: files read vs skipped, bytes, the first files."""
+        from lakequery.display.html import scan_plan_html
+
+        return scan_plan_html(self)
+
     @property
     def num_files(self) -> int:
         return int(self.files.num_rows)
@@ -121,7 +130,15 @@ class Scan:
         self.filter: Expr | None = _bind_filter(filter, schema)
 
     def __repr__(self) -> str:
-        return f"Scan(version={self.snapshot.version}, columns={self.columns!r})"
+        from lakequery.display import column_list
+
+        return f"Scan(version={self.snapshot.version}, columns={column_list(self.columns)})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: version, columns, filter and the pruned plan."""
+        from lakequery.display.html import scan_html
+
+        return scan_html(self)
 
     @property
     def output_schema(self) -> pa.Schema:

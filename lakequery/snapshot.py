@@ -71,6 +71,12 @@ class Snapshot:
             f"files={self._state.files.num_rows})"
         )
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view (:func:`lakequery.display.html.snapshot_html`)."""
+        from lakequery.display.html import snapshot_html
+
+        return snapshot_html(self)
+
     # -- descriptive properties -------------------------------------------------------------
     @property
     def table_uri(self) -> str:

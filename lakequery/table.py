@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
-from lakequery.history import CommitEntry, commit_timestamps, history_entries
+from lakequery.history import History, commit_timestamps, history_entries
 from lakequery.log_segment import TableState, list_log, load_state
 from lakequery.log_update import latest_state
 from lakequery.protocol.log_files import earliest_version
@@ -145,6 +145,13 @@ class DeltaTable:
     def __repr__(self) -> str:
         return f"DeltaTable({self.uri!r})"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's view: latest version, schema, partitions, files, last operations
+        (:func:`lakequery.display.html.table_html`; storage options are never shown)."""
+        from lakequery.display.html import table_html
+
+        return table_html(self)
+
     def snapshot(
         self, *, version: int | None = None, as_of: datetime | str | None = None
     ) -> Snapshot:
@@ -226,8 +233,12 @@ class DeltaTable:
             )
         return commits[i - 1].version
 
-    def history(self, *, limit: int | None = None) -> list[CommitEntry]:
+    def history(self, *, limit: int | None = None) -> History:
         """Commits newest first: version, timestamp, operation, parameters, metrics.
+
+        Returns a :class:`~lakequery.history.History`: a list of
+        :class:`~lakequery.history.CommitEntry` that displays as a table in Jupyter and
+        has ``to_arrow()`` / ``to_pandas()``.
 
         Example:
             >>> import lakequery as lq

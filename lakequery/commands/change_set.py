@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.commands.file_actions import add_actions, remove_actions
+from lakequery.display import HtmlMetrics
 from lakequery.duckdb_private import private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.deletion import dv_cardinalities
@@ -131,7 +132,7 @@ def with_generated_values(
 
 
 @dataclass(frozen=True)
-class DmlMetrics:
+class DmlMetrics(HtmlMetrics):
     """What a DELETE, UPDATE or MERGE did (also in ``commitInfo.operationMetrics``).
 
     Attributes:

@@ -14,11 +14,13 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from lakequery.display import HtmlMetrics
 
 
 @dataclass(frozen=True)
-class OptimizeMetrics:
+class OptimizeMetrics(HtmlMetrics):
     """What an OPTIMIZE did.
 
     Attributes:
@@ -75,7 +77,7 @@ class OptimizeMetrics:
 
 
 @dataclass(frozen=True)
-class VacuumResult:
+class VacuumResult(HtmlMetrics):
     """What a VACUUM found or deleted.
 
     Attributes:
@@ -89,7 +91,7 @@ class VacuumResult:
     """
 
     dry_run: bool
-    files: tuple[str, ...]
+    files: tuple[str, ...] = field(repr=False)  # can be thousands: kept out of repr
     files_deleted: int
     bytes: int
     files_listed: int
@@ -98,7 +100,7 @@ class VacuumResult:
 
 
 @dataclass(frozen=True)
-class RestoreMetrics:
+class RestoreMetrics(HtmlMetrics):
     """What a RESTORE committed.
 
     Attributes:
@@ -136,7 +138,7 @@ class RestoreMetrics:
 
 
 @dataclass(frozen=True)
-class ManifestResult:
+class ManifestResult(HtmlMetrics):
     """Symlink manifests written.
 
     Attributes:
@@ -147,13 +149,13 @@ class ManifestResult:
     """
 
     version: int
-    manifests: tuple[str, ...]
+    manifests: tuple[str, ...] = field(repr=False)
     files_listed: int
     stale_removed: int
 
 
 @dataclass(frozen=True)
-class LogCleanupResult:
+class LogCleanupResult(HtmlMetrics):
     """What a log cleanup deleted.
 
     Attributes:
@@ -163,7 +165,7 @@ class LogCleanupResult:
     """
 
     cutoff_version: int | None
-    files_deleted: tuple[str, ...]
+    files_deleted: tuple[str, ...] = field(repr=False)
 
 
 __all__ = [
