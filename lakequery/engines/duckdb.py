@@ -4,9 +4,10 @@ The relation is plain SQL over ``read_parquet``: no Arrow round trip, nothing
 materialised. Files are grouped by partition values so that partition columns are
 constants of each group's scan (DuckDB folds them); column mapping, type widening and
 timestamp normalisation are projections on top. Files with deletion vectors are read with
-``file_row_number`` and anti-joined on ``(file_index, file_row_number)`` with their deleted
-positions (a small registered Arrow table of integer pairs), so DuckDB still reads Parquet
-natively.
+``filename`` and ``file_row_number``: ``filename`` joins a small registered table of plan
+numbers (never DuckDB's ``file_index``, which shifts when DuckDB prunes files), and
+``number * 2**32 + row`` anti-joins the deleted positions (a registered Arrow table of
+integer keys), so DuckDB still reads Parquet natively.
 """
 
 from __future__ import annotations
@@ -178,15 +179,12 @@ class _Builder:
         self.scan = scan
         self.con = con
         self.row_ids = row_ids
-        self.plan_index = (
-            {loc: i for i, loc in enumerate(scan.plan().location_list)} if row_ids else {}
-        )
+        self.numbers_table: str | None = None
         self.storage = scan.snapshot.storage
         self.mode: ColumnMappingMode = scan.snapshot.column_mapping_mode
         self.specs = column_specs(scan)
         self.parts_table: str | None = None
         self.dv_table: str | None = None
-        self.dv_offsets: dict[int, int] = {}
         self.needs_data = any(not s.partition for s in self.specs)
         # One look at all footers decides for every branch: when all files share a schema,
         # branches read without union_by_name and reuse one set of column types.
@@ -232,26 +230,30 @@ class _Builder:
         cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
-    def register_deletions(self, branches: list[_Branch], deleted: dict[str, np.ndarray]) -> None:
-        """Registers ``(file number, deleted row)`` pairs; files are numbered in the order
-        the DV branches list them, so a branch matches ``file_index + its offset``."""
-        order = [loc for b in branches if b.deletion_vectors for loc in b.locations]
-        arrays = [deleted[loc] for loc in order]
+    def register_file_numbers(self) -> None:
+        """Registers ``(filename, plan number)`` of every planned file: what a branch joins
+        on ``filename`` to learn each row's file. Decision: never DuckDB's ``file_index``,
+        which counts only the files DuckDB keeps after pruning the list with the query's
+        filters (Hive partition values at bind, join filters on ``filename`` at run time),
+        so its numbers shift under a filter the caller adds to the relation."""
+        locs = [self.storage.duckdb_path(p) for p in self.scan.plan().location_list]
+        numbers = pa.array(np.arange(len(locs), dtype=np.int64))
+        self.numbers_table = self._register("files", pa.table({"loc": locs, "num": numbers}))
+
+    def register_deletions(self, deleted: dict[str, np.ndarray]) -> None:
+        """Registers one key per deleted row, ``plan number * 2**32 + row``."""
+        order = self.scan.plan().location_list
+        with_dv = [(i, loc) for i, loc in enumerate(order) if loc in deleted]
+        arrays = [deleted[loc] for _, loc in with_dv]
         counts = [len(a) for a in arrays]
-        files = np.repeat(np.arange(len(order), dtype=np.int64), counts)
+        files = np.repeat(np.array([i for i, _ in with_dv], dtype=np.int64), counts)
         rows = np.concatenate(arrays)
         if rows.size and int(rows.max()) >= _ROW_KEY_SPAN:
             raise UnsupportedFeatureError(
                 "deletionVectors", detail="a data file with 2**32 or more rows"
             )
-        # one integer key per deleted row: file number in the high bits, row in the low
         table = pa.table({"k": pa.array(files * _ROW_KEY_SPAN + rows, pa.int64())})
         self.dv_table = self._register("dv", table)
-        offset = 0
-        for b in branches:
-            if b.deletion_vectors:
-                self.dv_offsets[id(b)] = offset
-                offset += len(b.locations)
 
     def branch_sql(self, branch: _Branch) -> str:
         files = self.files_sql(branch.locations)
@@ -263,7 +265,8 @@ class _Builder:
         # `x != 1` or `isnan(x)`. Float pruning on the upper bound is the price.
         options += ", can_have_nan=true"
         joined = branch.values is None and not branch.hive
-        if joined:
+        numbered = branch.deletion_vectors or self.row_ids
+        if joined or numbered:
             options += ", filename=true"
         if branch.hive:
             types = ", ".join(
@@ -289,20 +292,19 @@ class _Builder:
             or "1 AS _lq_dummy"
         )
         if self.row_ids:
-            # file_index counts the branch's own files; map it to the plan's numbering
-            numbers = ", ".join(str(self.plan_index[loc]) for loc in branch.locations)
             select += (
-                f", CAST(([{numbers}])[CAST(d.file_index AS BIGINT) + 1] AS BIGINT) AS {ROW_FILE_COLUMN}, "
+                f", n.num AS {ROW_FILE_COLUMN}, "
                 f"CAST(d.file_row_number AS BIGINT) AS {ROW_NUMBER_COLUMN}"
             )
         sql = f"SELECT {select} FROM {source} AS d"
         if joined:
             sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"
+        if numbered:
+            sql += f" JOIN {self.numbers_table} AS n ON d.filename = n.loc"
         if branch.deletion_vectors:
-            offset = self.dv_offsets[id(branch)]
             sql += (
                 f" ANTI JOIN {self.dv_table} AS x ON x.k = "
-                f"(CAST(d.file_index AS BIGINT) + {offset}) * {_ROW_KEY_SPAN} + d.file_row_number"
+                f"n.num * {_ROW_KEY_SPAN} + d.file_row_number"
             )
         return sql
 
@@ -402,8 +404,10 @@ def duckdb_relation(
             builder.register_partitions()
     deleted = deleted_rows(plan, storage)
     branches = _branches(groups, deleted, layout)
+    if deleted or row_ids:
+        builder.register_file_numbers()
     if deleted:
-        builder.register_deletions(branches, deleted)
+        builder.register_deletions(deleted)
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
     return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
