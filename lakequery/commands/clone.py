@@ -3,8 +3,9 @@
 One commit (version 0 of the target, ``commitInfo.operation = "CLONE"``) holds the
 source version's protocol, its metadata under a new table id, its domain metadata and
 one ``add`` per live file of that version with the file's *absolute* URI (digest §4.3):
-``file:///...`` for a local source, ``s3://...`` or ``memory://...`` otherwise. Files the
-source itself references outside its root (a clone of a clone) keep their location.
+``file:/...`` for a local source (Spark's spelling), ``s3://...`` or ``memory://...``
+otherwise. Files the source itself references outside its root (a clone of a clone)
+keep their location.
 On-disk deletion vectors become ``p`` (absolute path) descriptors of the same file; inline
 ones are copied. No data file is copied or written.
 

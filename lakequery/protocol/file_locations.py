@@ -29,7 +29,7 @@ Example:
     >>> file_locations("/clone", keys).to_pylist()
     ['/clone/a=1/p.parquet', '/src/p.parquet', '/src/q.parquet']
     >>> absolute_uri("/src/a b.parquet"), absolute_uri("s3a://b/k")
-    ('file:///src/a%20b.parquet', 's3://b/k')
+    ('file:/src/a%20b.parquet', 's3://b/k')
     >>> refusal("/clone", "http://host/p.parquet")
     'a file outside the table root must be on the same storage (/abs or file:///abs)'
 """
@@ -112,12 +112,14 @@ def file_location(root: str, key: str) -> str:
 
 def absolute_uri(location: str) -> str:
     """The absolute ``add.path`` (a URI, percent-encoded once) of a storage location:
-    ``file:///abs`` for an OS path, ``s3://`` and ``memory://`` as they are."""
+    ``file:/abs`` for an OS path (Hadoop's spelling, which Spark's DML matches against
+    ``_metadata.file_path`` character by character), ``s3://`` and ``memory://`` as they
+    are."""
     from lakequery.writer.partition_values import uri_encode_path
 
     location = normalize_location(location)
     if location.startswith("/"):
-        return "file://" + uri_encode_path(location)
+        return "file:" + uri_encode_path(location)
     return uri_encode_path(location)
 
 

@@ -66,7 +66,7 @@ def test_clone_commit_and_every_reader(tmp_path: Path) -> None:
     info = actions[0]["commitInfo"]
     assert info["operation"] == "CLONE"
     assert info["operationParameters"] == {
-        "source": f"delta.`file://{src}`",
+        "source": f"delta.`file:{src}`",
         "sourceVersion": "2",
         "isShallow": "true",
     }
@@ -83,11 +83,11 @@ def test_clone_commit_and_every_reader(tmp_path: Path) -> None:
     assert proto == source.snapshot().protocol.to_action()
     adds = [a["add"] for a in actions if "add" in a]
     assert len(adds) == source.snapshot().num_files
-    assert all(a["path"].startswith(f"file://{src}/p=") for a in adds)
+    assert all(a["path"].startswith(f"file:{src}/p=") for a in adds)
     dvs = [a["deletionVector"] for a in adds if a.get("deletionVector")]
     on_disk = [d for d in dvs if d["storageType"] != "i"]
     assert on_disk and all(d["storageType"] == "p" for d in on_disk)
-    assert all(d["pathOrInlineDv"].startswith(f"file://{src}/") for d in on_disk)
+    assert all(d["pathOrInlineDv"].startswith(f"file:{src}/") for d in on_disk)
     # no data file was copied or written
     assert _data_files(clone.uri) == {}
     # lakequery's engines and deltalake read the source's rows, DVs applied
@@ -104,7 +104,7 @@ def test_clone_of_an_older_version_and_of_a_clone(tmp_path: Path) -> None:
     again = old.clone(str(tmp_path / "v1-again"))
     # a clone of a clone references the original files, not the first clone's root
     paths = [a["add"]["path"] for a in _commit(again.uri, 0) if "add" in a]
-    assert all(p.startswith(f"file://{src}/") for p in paths)
+    assert all(p.startswith(f"file:{src}/") for p in paths)
     assert_readers_agree(again.uri, lakequery_rows(old.uri)["to_arrow"])
 
 
@@ -145,7 +145,7 @@ def test_dml_on_the_clone_leaves_the_source_intact(tmp_path: Path) -> None:
         for a in _commit(clone.uri, v)
         if "remove" in a
     ]
-    assert removed and any(p.startswith(f"file://{src}/") for p in removed)
+    assert removed and any(p.startswith(f"file:{src}/") for p in removed)
 
 
 def _age(uri: str, hours: float) -> None:
@@ -187,7 +187,7 @@ def test_restore_and_checkpoint_on_the_clone(tmp_path: Path) -> None:
     version = clone.snapshot().version
     checkpoint = Path(clone.uri) / "_delta_log" / f"{version:020d}.checkpoint.parquet"
     adds = [a for a in pq.read_table(checkpoint).column("add").to_pylist() if a]
-    assert adds and all(a["path"].startswith(f"file://{src}/") for a in adds)
+    assert adds and all(a["path"].startswith(f"file:{src}/") for a in adds)
     # a fresh reader starts at the checkpoint
     assert_readers_agree(clone.uri, first)
     # the source vacuumed away what the clone references: RESTORE refuses, naming it
