@@ -26,10 +26,12 @@ Decisions the issue left open:
 * a target inside the source's root, or a source inside the target's root, is refused
   (:class:`~lakequery.errors.InvalidPathError`): VACUUM of the outer table would delete
   the inner one's files;
-* ``commitInfo.operationParameters`` are Spark's (``source``, ``sourceVersion``,
-  ``isShallow``) and ``operationMetrics`` Spark's (``sourceTableSize``,
-  ``sourceNumOfFiles``, ``numCopiedFiles = 0``, ``copiedFilesSize = 0``,
-  ``numRemovedFiles = 0``, ``removedFilesSize = 0``);
+* ``commitInfo.operationParameters`` are Spark's (``source`` as ``delta.`<uri>```,
+  ``sourceVersion``; plus ``isShallow = true``, which Databricks writes and Delta 4.4
+  does not) and ``operationMetrics`` Spark's (``sourceTableSize``, ``sourceNumOfFiles``,
+  ``numCopiedFiles = 0``, ``copiedFilesSize = 0``, ``numRemovedFiles = 0``,
+  ``removedFilesSize = 0``); the metadata keeps the source's ``createdTime``, as Spark's
+  clone does;
 * on a row-tracking table the files keep their ``baseRowId`` (row ids are the source's,
   and the high-water mark domain is copied) and get ``defaultRowCommitVersion = 0``, the
   clone's first version.
@@ -49,7 +51,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -165,14 +166,8 @@ def shallow_clone(
     # in-commit timestamps (if on) are on from the clone's version 0: no enablement keys
     config = {k: v for k, v in meta.configuration.items() if k not in _ICT_ENABLEMENT}
     txn.set_protocol(snapshot.protocol)
-    txn.set_metadata(
-        replace(
-            meta,
-            id=str(uuid.uuid4()),
-            created_time=int(time.time() * 1000),
-            configuration=config,
-        )
-    )
+    # a new id; createdTime stays the source's, as Spark's clone keeps it
+    txn.set_metadata(replace(meta, id=str(uuid.uuid4()), configuration=config))
     for domain, configuration in sorted(snapshot.domains.items()):
         # system domains (clustering, row tracking) are the source's state: carried as is
         txn._staged.domains[domain] = {

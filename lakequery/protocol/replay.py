@@ -35,7 +35,7 @@ def root_prefixes(root: str) -> list[str]:
     base = root.rstrip("/")
     out = [base + "/"]
     if base.startswith("/"):
-        out += ["file://" + base + "/", "file:" + base + "/"]
+        out += ["file://" + base + "/", "file:" + base + "/", "file://localhost" + base + "/"]
     elif base.startswith("s3://"):
         out += ["s3a://" + base[5:] + "/", "s3n://" + base[5:] + "/"]
     return out

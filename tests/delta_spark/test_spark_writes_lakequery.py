@@ -292,6 +292,11 @@ def test_spark_reads_and_writes_a_lakequery_shallow_clone(
     assert set(ours[0]["commitInfo"]["operationParameters"]) >= set(
         theirs[0]["commitInfo"]["operationParameters"]
     )
+    assert set(ours[0]["commitInfo"]["operationMetrics"]) == set(
+        theirs[0]["commitInfo"]["operationMetrics"]
+    )
+    meta = [next(a["metaData"] for a in log if "metaData" in a) for log in (ours, theirs)]
+    assert meta[0]["createdTime"] == meta[1]["createdTime"] and meta[0]["id"] != meta[1]["id"]
     assert sorted(a["add"]["path"] for a in ours if "add" in a) == (
         sorted(a["add"]["path"] for a in theirs if "add" in a)
     )

@@ -14,7 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from maint_tables import DV_CONFIG, assert_readers_agree, deltalake_rows, lakequery_rows
+from maint_tables import (
+    DV_CONFIG,
+    assert_readers_agree,
+    deltalake_rows,
+    lakequery_rows,
+    normalise,
+)
 
 import lakequery as lq
 
@@ -78,6 +84,7 @@ def test_clone_commit_and_every_reader(tmp_path: Path) -> None:
     meta = next(a["metaData"] for a in actions if "metaData" in a)
     src_meta = source.snapshot().metadata
     assert meta["id"] != src_meta.id and meta["partitionColumns"] == ["p"]
+    assert meta["createdTime"] == src_meta.created_time  # as Spark's clone keeps it
     assert meta["schemaString"] == src_meta.to_action()["schemaString"]
     proto = next(a["protocol"] for a in actions if "protocol" in a)
     assert proto == source.snapshot().protocol.to_action()
@@ -214,3 +221,37 @@ def test_clone_refusals(tmp_path: Path) -> None:
     with pytest.raises(lq.InvalidPathError, match="same kind of storage"):
         source.clone("memory://clone-refusal/t")
     assert not (tmp_path / "src" / "nested").exists()
+
+
+def _engines(dt: lq.DeltaTable) -> dict[str, list[tuple[Any, ...]]]:
+    scan = dt.snapshot().scan()
+    return {
+        "to_arrow": normalise(scan.to_arrow()),
+        "to_duckdb": normalise(scan.to_duckdb().to_arrow_table()),
+        "to_polars": normalise(scan.to_polars().collect().to_arrow()),
+    }
+
+
+def test_clone_on_s3(s3_table_uri: str, s3_storage_options: dict[str, Any]) -> None:
+    """On S3 the clone's adds are s3:// URIs, read by every engine with the clone's
+    storage options; DML and VACUUM on the clone leave the source alone."""
+    opts = s3_storage_options
+    ids = list(range(120))
+    rows = pa.table({"id": ids, "p": ["a", "b", "c"] * 40})
+    lq.write(s3_table_uri, rows, partition_by=["p"], configuration=DV_CONFIG, storage_options=opts)
+    source = lq.DeltaTable(s3_table_uri, storage_options=opts)
+    source.delete("id % 4 = 0")
+    before = _engines(source)
+    clone = source.clone(s3_table_uri + "-clone")
+    paths = clone.snapshot().files().column("path").to_pylist()
+    assert paths and all(p.startswith(s3_table_uri + "/p=") for p in paths)
+    assert _engines(clone) == before
+    clone.delete("p = 'a' OR id < 10")
+    clone.optimize()
+    time.sleep(0.01)
+    done = clone.vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
+    assert all(f.startswith(s3_table_uri + "-clone/") for f in done.files)
+    expected = sorted(i for i in ids if i % 4 and i % 3 != 0 and i >= 10)
+    got = clone.snapshot().scan(columns=["id"]).to_arrow().column("id").to_pylist()
+    assert sorted(got) == expected
+    assert _engines(lq.DeltaTable(s3_table_uri, storage_options=opts)) == before
