@@ -255,3 +255,23 @@ def test_clone_on_s3(s3_table_uri: str, s3_storage_options: dict[str, Any]) -> N
     got = clone.snapshot().scan(columns=["id"]).to_arrow().column("id").to_pylist()
     assert sorted(got) == expected
     assert _engines(lq.DeltaTable(s3_table_uri, storage_options=opts)) == before
+
+
+def test_clone_of_a_row_tracking_table_keeps_row_ids(tmp_path: Path) -> None:
+    src = str(tmp_path / "src")
+    lq.write(src, pa.table({"id": [1, 2, 3]}), configuration={"delta.enableRowTracking": "true"})
+    lq.write(src, pa.table({"id": [4, 5]}), mode="append")
+    clone = lq.DeltaTable(src).clone(str(tmp_path / "clone"))
+    base = {
+        Path(a["path"]).name: a["baseRowId"]
+        for v in (0, 1)
+        for a in (x["add"] for x in _commit(src, v) if "add" in x)
+    }
+    adds = [a["add"] for a in _commit(clone.uri, 0) if "add" in a]
+    assert {Path(a["path"]).name: a["baseRowId"] for a in adds} == base
+    assert {a["defaultRowCommitVersion"] for a in adds} == {0}
+    assert clone.snapshot().domains == lq.DeltaTable(src).snapshot().domains
+    # the clone's next rows get ids above the copied high-water mark
+    lq.write(clone.uri, pa.table({"id": [6]}), mode="append")
+    new = next(a["add"] for a in _commit(clone.uri, 1) if "add" in a)
+    assert new["baseRowId"] == max(base.values()) + 2 and new["defaultRowCommitVersion"] == 1
