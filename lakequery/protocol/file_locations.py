@@ -30,8 +30,8 @@ Example:
     ['/clone/a=1/p.parquet', '/src/p.parquet', '/src/q.parquet']
     >>> absolute_uri("/src/a b.parquet"), absolute_uri("s3a://b/k")
     ('file:/src/a%20b.parquet', 's3://b/k')
-    >>> refusal("/clone", "http://host/p.parquet")
-    'a file outside the table root must be on the same storage (/abs or file:///abs)'
+    >>> refusals("/clone", pa.array(["a/../../p.parquet", "http://h/p.parquet", "/x/p"])).to_pylist()
+    ['a .. segment leaves the table root', 'a file outside the table root must be on the same storage (/abs or file:///abs)', None]
 """
 
 from __future__ import annotations
@@ -105,11 +105,6 @@ def file_locations(root: str, keys: Any) -> pa.StringArray:
     return out
 
 
-def file_location(root: str, key: str) -> str:
-    """:func:`file_locations` of one key."""
-    return str(file_locations(root, pa.array([key], pa.string()))[0].as_py())
-
-
 def absolute_uri(location: str) -> str:
     """The absolute ``add.path`` (a URI, percent-encoded once) of a storage location:
     ``file:/abs`` for an OS path (Hadoop's spelling, which Spark's DML matches against
@@ -140,9 +135,3 @@ def refusals(root: str, keys: Any) -> pa.StringArray:
         ),
     )
     return out
-
-
-def refusal(root: str, key: str) -> str | None:
-    """:func:`refusals` of one key."""
-    reason = refusals(root, pa.array([key], pa.string()))[0].as_py()
-    return None if reason is None else str(reason)
