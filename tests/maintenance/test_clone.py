@@ -108,6 +108,9 @@ def test_clone_of_an_older_version_and_of_a_clone(tmp_path: Path) -> None:
     old = lq.DeltaTable(src).clone(str(tmp_path / "v1"), version=1)
     assert _ids(old.uri) == list(range(202))
     assert _commit(old.uri, 0)[0]["commitInfo"]["operationParameters"]["sourceVersion"] == "1"
+    when = next(h.timestamp for h in lq.DeltaTable(src).history() if h.version == 1)
+    by_time = lq.DeltaTable(src).clone(str(tmp_path / "as-of"), as_of=when)
+    assert _commit(by_time.uri, 0)[0]["commitInfo"]["operationParameters"]["sourceVersion"] == "1"
     again = old.clone(str(tmp_path / "v1-again"))
     # a clone of a clone references the original files, not the first clone's root
     paths = [a["add"]["path"] for a in _commit(again.uri, 0) if "add" in a]
