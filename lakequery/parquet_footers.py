@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakequery.errors import ObjectNotFoundError
+from lakequery.protocol.file_locations import file_locations
 from lakequery.storage import Storage
 
 T = TypeVar("T")
@@ -29,11 +30,11 @@ T = TypeVar("T")
 def _read_footers(
     storage: Storage, paths: Sequence[str], what: Callable[[pq.FileMetaData], T]
 ) -> list[T]:
-    """``what`` of each file's footer (paths relative to the table root), concurrently."""
+    """``what`` of each file's footer (replay keys: relative to the table root, or a
+    file's absolute location), concurrently."""
     fs, to_fs = storage.arrow_filesystem()
 
-    def one(path: str) -> T:
-        location = storage.root + "/" + path
+    def one(location: str) -> T:
         try:
             with fs.open_input_file(to_fs(location)) as f:
                 return what(pq.ParquetFile(f).metadata)
@@ -42,8 +43,9 @@ def _read_footers(
 
     if not paths:
         return []
+    locations = file_locations(storage.root, pa.array(list(paths), pa.string())).to_pylist()
     with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-        return list(pool.map(one, paths))
+        return list(pool.map(one, [str(x) for x in locations]))
 
 
 def footer_row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:

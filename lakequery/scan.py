@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import PredicateError
 from lakequery.protocol.column_mapping import physical_name_map
+from lakequery.protocol.file_locations import file_locations
 from lakequery.protocol.predicates import (
     Expr,
     bind,
@@ -176,12 +177,8 @@ class Scan:
         return self._plan_of(files, total)
 
     def _plan_of(self, files: pa.Table, total: int) -> ScanPlan:
-        storage = self.snapshot.storage
-        paths = files.column("path").combine_chunks()
-        # an Arrow kernel, not a Python list: pyarrow imports pandas on its first list
-        locations: pa.StringArray = pc.utf8_replace_slice(  # type: ignore[assignment]
-            paths, start=0, stop=0, replacement=storage.root + "/"
-        )
+        # the table's own files under its root, a shallow clone's at their absolute URI
+        locations = file_locations(self.snapshot.storage.root, files.column("path"))
         return ScanPlan(files, total, locations)
 
     def restricted_to(self, files: pa.Table) -> Scan:

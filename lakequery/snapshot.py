@@ -186,7 +186,8 @@ class Snapshot:
     def files(self) -> pa.Table:
         """One row per live file.
 
-        Columns: ``path`` (decoded, relative to the table root), ``size``,
+        Columns: ``path`` (decoded, relative to the table root; for a file outside the
+        root, e.g. a shallow clone's, its absolute URI), ``size``,
         ``modification_time`` (ms), ``num_records`` (physical rows, from stats),
         ``stats`` (JSON string), ``deletion_vector`` (struct: storageType,
         pathOrInlineDv, offset, sizeInBytes, cardinality), ``base_row_id``,

@@ -658,6 +658,42 @@ class DeltaTable:
             target, params = version, {"version": version}
         return restore(self.storage, target, parameters=params)
 
+    def clone(
+        self,
+        target_uri: str,
+        *,
+        version: int | None = None,
+        as_of: datetime | str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> DeltaTable:
+        """SHALLOW CLONE: a new table at ``target_uri`` whose one commit references this
+        table's files (of the latest version, ``version`` or ``as_of``) by absolute URI;
+        see :mod:`lakequery.commands.clone`.
+
+        Args:
+            target_uri: where the clone is created (a new location, same storage kind).
+            version: the source version to clone (default: the latest).
+            as_of: or the newest version committed at or before this time.
+            storage_options: for the clone (default: this table's).
+
+        Raises:
+            TableAlreadyExistsError: a table exists at ``target_uri``.
+            InvalidPathError: the target is on another kind of storage or nested with
+                this table.
+
+        Example:
+            >>> import pyarrow as pa, lakequery as lq
+            >>> _ = lq.write("memory://table-clone-doc/src", pa.table({"x": [1, 2]}))
+            >>> c = lq.DeltaTable("memory://table-clone-doc/src").clone("memory://table-clone-doc/c")
+            >>> c.snapshot().version, c.history()[0].operation, c.snapshot().scan().to_arrow().num_rows
+            (0, 'CLONE', 2)
+        """
+        from lakequery.commands.clone import clone
+
+        return clone(
+            self, target_uri, version=version, as_of=as_of, storage_options=storage_options
+        )
+
     def generate_symlink_manifest(self) -> ManifestResult:
         """Writes ``_symlink_format_manifest/`` (one file list per partition) for
         file-list readers; refused while the table has deletion vectors. See

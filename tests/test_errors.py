@@ -216,38 +216,60 @@ def test_unknown_selected_column(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# paths escaping the table root
+# paths escaping the table root (absolute locations on the same storage are read: digest
+# §4.3, shallow clones; see lakequery/protocol/file_locations.py for the rule)
 # ---------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "reason"),
     [
-        "../x.parquet",
-        "a/../../x.parquet",
-        "%2E%2E/x.parquet",
-        "s3://other-bucket/x.parquet",
-        "/etc/passwd",
-        "file:///etc/passwd",
-        "SIBLING",
+        ("../x.parquet", "segment leaves the table root"),
+        ("a/../../x.parquet", "segment leaves the table root"),
+        ("%2E%2E/x.parquet", "segment leaves the table root"),
+        ("ROOT/../x.parquet", "segment leaves the table root"),  # absolute, through ..
+        ("file://ROOT/../x.parquet", "segment leaves the table root"),
+        ("s3://other-bucket/x.parquet", "must be on the same storage"),
+        ("http://host/x.parquet", "must be on the same storage"),
+        ("file://otherhost/x.parquet", "must be on the same storage"),
+        ("memory://elsewhere/x.parquet", "must be on the same storage"),
     ],
 )
-def test_path_escaping_the_root_is_refused(tmp_path: Path, bad: str) -> None:
+def test_path_escaping_the_root_is_refused(tmp_path: Path, bad: str, reason: str) -> None:
     kit = small_table(tmp_path / "t", versions=2)
-    if bad == "SIBLING":  # shares the root as a string prefix, but is another directory
-        (tmp_path / "t2").mkdir()
-        shutil.copy(next((tmp_path / "t").glob("*.parquet")), tmp_path / "t2" / "x.parquet")
-        bad = f"{tmp_path}/t2/x.parquet"
-    else:
-        (tmp_path / "x.parquet").write_bytes(next((tmp_path / "t").glob("*.parquet")).read_bytes())
+    # the escape would land on a real Parquet file: refusing is the only thing that stops it
+    (tmp_path / "x.parquet").write_bytes(next((tmp_path / "t").glob("*.parquet")).read_bytes())
+    bad = bad.replace("ROOT", str(tmp_path / "t"))
     add = kit.write_parquet(data(50, 1))
     add["add"]["path"] = bad
     kit.commit([add])
     table = lq.DeltaTable(kit.uri)
-    with pytest.raises(lq.InvalidPathError) as info:
+    with pytest.raises(lq.InvalidPathError, match=reason) as info:
         table.snapshot().scan().to_arrow()
     assert isinstance(info.value, ValueError)
+    assert info.value.path.endswith("x.parquet")
     assert table.snapshot(version=1).scan().to_arrow().num_rows == 2
+
+
+@pytest.mark.parametrize(
+    "spelling", ["{p}", "file://{p}", "file:{p}", "file://localhost{p}", "SIBLING"]
+)
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_absolute_path_outside_the_root_is_read(tmp_path: Path, spelling: str, engine: str) -> None:
+    kit = small_table(tmp_path / "t", versions=2)
+    add = kit.write_parquet(data(50, 3))
+    inside = tmp_path / "t" / add["add"]["path"]
+    # SIBLING shares the root as a string prefix, but is another directory
+    outside = tmp_path / ("t2" if spelling == "SIBLING" else "elsewhere") / "x y.parquet"
+    outside.parent.mkdir()
+    inside.rename(outside)
+    add["add"]["path"] = spelling.replace("SIBLING", "{p}").format(p=outside).replace(" ", "%20")
+    kit.commit([add])
+    snap = lq.DeltaTable(kit.uri).snapshot()
+    got = pa.table(ENGINES[engine](snap.scan()))
+    assert sorted(got.column("id").to_pylist()) == [10, 11, 50, 51, 52]
+    key = [p for p in snap.files().column("path").to_pylist() if "x y" in p]
+    assert key == [spelling.replace("SIBLING", "{p}").format(p=outside)]
 
 
 # ---------------------------------------------------------------------------------------------

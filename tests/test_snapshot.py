@@ -157,7 +157,9 @@ def test_deletion_vector_attach_and_replace_keyed_by_path_and_dv_id(tmp_path: Pa
     assert dv["offset"] == 1
 
 
-@pytest.mark.parametrize("spelling", ["plain", "file-triple-slash", "file-single-slash"])
+@pytest.mark.parametrize(
+    "spelling", ["plain", "file-triple-slash", "file-single-slash", "file-localhost"]
+)
 def test_absolute_path_inside_root_is_the_same_file_as_relative(
     tmp_path: Path, spelling: str
 ) -> None:
@@ -169,6 +171,9 @@ def test_absolute_path_inside_root_is_the_same_file_as_relative(
         "plain": f"{root}/a.parquet",
         "file-triple-slash": f"file://{root}/a.parquet",
         "file-single-slash": f"file:{root}/a.parquet",
+        # an absolute spelling of a file of the root must never pass for a foreign file
+        # (VACUUM would delete it as unreferenced)
+        "file-localhost": f"file://localhost{root}/a.parquet",
     }[spelling]
     a_abs = json.loads(json.dumps(a))
     a_abs["add"]["path"] = absolute

@@ -27,6 +27,7 @@ from lakequery.commands.listing import list_tree
 from lakequery.commands.metrics import ManifestResult
 from lakequery.errors import UnsupportedFeatureError
 from lakequery.log_segment import load_state
+from lakequery.protocol.file_locations import file_locations
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.writer.partition_values import (
@@ -65,8 +66,9 @@ def generate_symlink_manifest(storage: Storage) -> ManifestResult:
     else:
         directories = [""] * files.num_rows
     groups: dict[str, list[str]] = {}
-    for directory, path in zip(directories, files.column("path").to_pylist(), strict=True):
-        groups.setdefault(directory, []).append(storage.join(str(path)))
+    locations = file_locations(storage.root, files.column("path")).to_pylist()
+    for directory, location in zip(directories, locations, strict=True):
+        groups.setdefault(directory, []).append(str(location))
     written = []
     for directory in sorted(groups):
         location = storage.join(MANIFEST_DIR, directory, "manifest")

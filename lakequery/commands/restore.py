@@ -6,7 +6,8 @@ old statistics, DV, tags and row ids; files only in the latest version are remov
 file whose DV differs is both: the latest (path, DV) removed, the old one added). The
 table metadata (schema, properties) goes back to the target's; the protocol never goes
 down. Before committing, one listing of the table checks that every file to re-add (and
-its DV file) still exists: a restore past a VACUUM raises
+its DV file) still exists (files outside the root, a shallow clone's, are checked one by
+one where they live): a restore past a VACUUM raises
 :class:`~lakequery.errors.RestoreError` and commits nothing.
 
 Example:
@@ -35,6 +36,7 @@ from lakequery.commands.metrics import RestoreMetrics
 from lakequery.commands.vacuum import _dv_paths
 from lakequery.errors import RestoreError
 from lakequery.log_segment import load_state
+from lakequery.protocol.file_locations import external_mask, file_locations
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.txn import Transaction
@@ -52,6 +54,27 @@ def file_keys(files: pa.Table) -> pa.Array[Any]:
     ]
     out: pa.Array[Any] = pc.binary_join_element_wise(*pieces, "\x00")
     return out
+
+
+def _missing_external(storage: Storage, files: pa.Table) -> list[str]:
+    """The locations outside the table root (data files and their DV files) among
+    ``files`` that no longer exist (the source of a shallow clone vacuumed them)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakequery.dv.descriptor import Descriptor
+
+    if not files.num_rows:
+        return []
+    locations = [str(x) for x in file_locations(storage.root, files.column("path")).to_pylist()]
+    root = storage.root.rstrip("/") + "/"
+    for dv in files.column("deletion_vector").to_pylist():
+        if dv and dv.get("storageType") in ("u", "p"):
+            location = Descriptor.from_dict(dv).absolute_path(storage.root)
+            if not location.startswith(root):
+                locations.append(location)
+    with ThreadPoolExecutor(max_workers=min(16, len(locations))) as pool:
+        found = list(pool.map(storage.exists, locations))
+    return [loc for loc, ok in zip(locations, found, strict=True) if not ok]
 
 
 def _size(files: pa.Table) -> int:
@@ -106,13 +129,17 @@ def restore(
     if not to_add.num_rows and not to_remove.num_rows and same_metadata:
         return metrics(None)
     if to_add.num_rows:
-        needed = [str(p) for p in to_add.column("path").to_pylist()]
+        paths = to_add.column("path").combine_chunks()
+        external = external_mask(paths)
+        needed = [str(p) for p in paths.filter(pc.invert(external)).to_pylist()]
         needed += _dv_paths(storage, to_add.column("deletion_vector").to_pylist())
         present = list_tree(storage).column("path")
         wanted = pa.array(needed, pa.string())
-        missing = wanted.filter(pc.invert(pc.is_in(wanted, value_set=present)))
-        if len(missing):
-            raise RestoreError(storage.root, version, [str(p) for p in missing.to_pylist()])
+        missing = [str(p) for p in wanted.filter(pc.invert(pc.is_in(wanted, value_set=present)))]
+        # files outside the root (a shallow clone's) are not in the listing: ask for each
+        missing += _missing_external(storage, to_add.filter(external))
+        if missing:
+            raise RestoreError(storage.root, version, missing)
     txn = Transaction(
         storage,
         latest,

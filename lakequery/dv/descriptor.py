@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakequery.dv import z85
 from lakequery.errors import DeletionVectorError
+from lakequery.protocol.file_locations import normalize_location
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,8 @@ class Descriptor:
 
     def absolute_path(self, table_root: str) -> str:
         """Where an on-disk DV lives (``u``: under the table root; ``p``: its own URI)."""
-        if self.storage_type == "p":
-            return unquote(self.path_or_inline_dv)
+        if self.storage_type == "p":  # file URIs as OS paths, s3a:// as s3://
+            return normalize_location(unquote(self.path_or_inline_dv))
         if self.storage_type != "u":
             raise ValueError(f"storage type {self.storage_type!r} has no file")
         s = self.path_or_inline_dv

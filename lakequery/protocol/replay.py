@@ -35,7 +35,7 @@ def root_prefixes(root: str) -> list[str]:
     base = root.rstrip("/")
     out = [base + "/"]
     if base.startswith("/"):
-        out += ["file://" + base + "/", "file:" + base + "/"]
+        out += ["file://" + base + "/", "file:" + base + "/", "file://localhost" + base + "/"]
     elif base.startswith("s3://"):
         out += ["s3a://" + base[5:] + "/", "s3n://" + base[5:] + "/"]
     return out
@@ -45,8 +45,8 @@ def key_sql(path: str, root: str) -> str:
     """SQL turning a raw ``add.path``/``remove.path`` into the canonical relative key.
 
     The path is URI-decoded once; an absolute path under the table root is made relative.
-    Absolute paths elsewhere keep their decoded form (and are refused by
-    :func:`check_paths` for data files).
+    Absolute paths elsewhere keep their decoded form (files outside the root, see
+    :mod:`lakequery.protocol.file_locations`; :func:`check_paths` refuses the unsafe ones).
     """
     decoded = f"url_decode({path})"
     cases = " ".join(
@@ -220,25 +220,22 @@ def replay_tombstones(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
-_ESCAPE_SQL = (
-    "(contains(path, ':') OR starts_with(path, '/') OR contains(path, '..')) AND "
-    "(regexp_matches(path, '^[a-zA-Z][a-zA-Z0-9+.-]*:') OR starts_with(path, '/') "
-    "OR regexp_matches(path, '(^|/)\\.\\.(/|$)'))"
-)
-
-
 def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -> None:
-    """Refuses live files whose path escapes the table root.
-
-    Relative paths with ``..`` segments and absolute paths outside the root are refused;
-    absolute paths inside the root were already made relative by :func:`key_sql`.
+    """Refuses live files lakequery must not read, by the rule of
+    :mod:`lakequery.protocol.file_locations`: a ``..`` segment, or an absolute location
+    on another kind of storage than the table's. Absolute locations on the table's own
+    storage (a shallow clone's files, digest §4.3) are accepted; those inside the root were
+    already made relative by :func:`key_sql`. ``con`` is unused (kept for callers).
 
     Raises:
-        InvalidPathError: naming the first offending path.
+        InvalidPathError: naming the first offending path and why.
     """
+    from lakequery.protocol.file_locations import refusals
+
+    del con
     if files.num_rows == 0:
         return
-    # the first conjunct of _ESCAPE_SQL in Arrow: most tables have no candidate at all
+    # a cheap pre-filter in Arrow: most tables have no candidate at all
     path = files.column("path")
     candidates = pc.or_(
         pc.or_(pc.match_substring(path, ":"), pc.starts_with(path, "/")),
@@ -246,13 +243,14 @@ def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -
     )
     if not pc.any(candidates).as_py():
         return
-    con.register("_lq_files", files)
-    try:
-        rows = con.sql(f"SELECT path FROM _lq_files WHERE {_ESCAPE_SQL} LIMIT 1").fetchall()
-    finally:
-        con.unregister("_lq_files")
-    if rows:
-        raise InvalidPathError(str(rows[0][0]), f"it is not inside the table root {root}")
+    suspects = path.filter(candidates)
+    reasons = refusals(root, suspects.combine_chunks())
+    bad = pc.indices_nonzero(pc.is_valid(reasons))
+    if len(bad):
+        first = int(bad[0].as_py())
+        raise InvalidPathError(
+            str(suspects[first].as_py()), f"{reasons[first].as_py()} (table root {root})"
+        )
 
 
 def latest_non_file_actions(

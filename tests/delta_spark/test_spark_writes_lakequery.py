@@ -15,7 +15,7 @@ import pytest
 from sparkkit import assert_same_rows, copy_table, delta_sql, lq_engines, spark_changes, spark_read
 
 import lakequery as lq
-from lakequery.errors import ConstraintViolationError, InvalidPathError
+from lakequery.errors import ConstraintViolationError
 
 #: lakequery tables Spark then writes to, and which Spark statements beyond INSERT, DELETE,
 #: UPDATE and MERGE run on each ("maintenance": OPTIMIZE, REORG PURGE, ZORDER, VACUUM;
@@ -217,16 +217,94 @@ def test_spark_then_lakequery_write_one_table(
         lq.write(uri, row, mode="append")
 
 
-def test_shallow_clone_is_refused_not_misread(
+def _log_actions(uri: str, version: int) -> list[dict[str, Any]]:
+    text = (Path(uri) / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _data_files(uri: str) -> set[str]:
+    return {str(p) for p in Path(uri).rglob("*") if p.is_file() and "_delta_log" not in p.parts}
+
+
+def test_lakequery_reads_and_writes_a_spark_shallow_clone(
     delta_spark: Any, build: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Known gap: Spark's SHALLOW CLONE of a lakequery table references the source's files
-    by absolute URI (digest §4.3 allows absolute ``add.path``s). lakequery refuses data
-    files outside the table root (ARCHITECTURE "Reading the log"), so it cannot read a
-    clone yet (shallow clones are issue 15's); it must refuse it, never misread it."""
+    """Spark's SHALLOW CLONE of a lakequery table references the source's files (and DV
+    files) by absolute URI (digest §4.3): every lakequery engine, lakequery's Spark reader
+    included, reads it as Spark does; lakequery's DML, OPTIMIZE and VACUUM on the clone
+    leave the source alone, and Spark reads the result."""
+    import lakequery.spark as lqs
+
     source = copy_table(build("dml_dv_partitioned"), tmp_path / "source")
+    source_rows = lq_engines(source)["arrow"]
+    source_files = _data_files(source)
     clone = str(tmp_path / "clone")
     delta_sql(delta_spark, f"CREATE TABLE delta.`{clone}` SHALLOW CLONE {{t}}", source).collect()
-    assert_same_rows(spark_read(delta_spark, clone), lq_engines(source)["arrow"], "clone")
-    with pytest.raises(InvalidPathError, match="not inside the table root"):
-        lq.DeltaTable(clone).snapshot().scan().to_arrow()
+    adds = [a["add"] for a in _log_actions(clone, 0) if "add" in a]
+    assert adds and all(a["path"].startswith("file:") for a in adds)  # absolute, outside
+    assert any(a.get("deletionVector") for a in adds)
+    expected = spark_read(delta_spark, clone)
+    assert_same_rows(expected, source_rows, "Spark's clone")
+    for engine, table in lq_engines(clone).items():
+        assert_same_rows(table, expected, f"lakequery {engine} of Spark's clone")
+    assert_same_rows(lqs.read(delta_spark, clone).toArrow(), expected, "lakequery.spark")
+    where = "p = 'a' AND id > 3"
+    assert_same_rows(
+        lq.DeltaTable(clone).snapshot().scan(filter=where).to_arrow(),
+        spark_read(delta_spark, clone, where=where),
+        "filtered",
+    )
+    # lakequery writes on Spark's clone; Spark reads it; the source never changes
+    dt = lq.DeltaTable(clone)
+    dt.delete("id % 4 = 1")
+    dt.update("p = 'b'", set={"id": "id + 1000"})
+    dt.optimize()
+    dt.vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
+    assert_same_rows(spark_read(delta_spark, clone), lq_engines(clone)["arrow"], "after DML")
+    assert_same_rows(spark_read(delta_spark, source), source_rows, "source after clone DML")
+    assert _data_files(source) == source_files
+
+
+def test_spark_reads_and_writes_a_lakequery_shallow_clone(
+    delta_spark: Any, build: Callable[[str], str], tmp_path: Path
+) -> None:
+    """``DeltaTable.clone`` writes the commit Spark writes for a SHALLOW CLONE: Spark reads
+    the clone (DVs as absolute ``p`` descriptors), sees the CLONE operation in its history,
+    and writes on it without touching the source."""
+    source = copy_table(build("dml_dv_partitioned"), tmp_path / "source")
+    source_rows = lq_engines(source)["arrow"]
+    source_files = _data_files(source)
+    clone = str(tmp_path / "clone")
+    lq.DeltaTable(source).clone(clone)
+    assert_same_rows(spark_read(delta_spark, clone), source_rows, "Spark reads lakequery's clone")
+    history = delta_sql(delta_spark, "DESCRIBE HISTORY {t}", clone).collect()
+    assert [(r["version"], r["operation"]) for r in history] == [(0, "CLONE")]
+    params = history[0]["operationParameters"]
+    assert params["sourceVersion"] == str(lq.DeltaTable(source).snapshot().version)
+    assert params["isShallow"] == "true" and source in params["source"]
+    # the same commit as Spark's own SHALLOW CLONE of the same source (paths and ids aside)
+    spark_clone = str(tmp_path / "spark_clone")
+    delta_sql(
+        delta_spark, f"CREATE TABLE delta.`{spark_clone}` SHALLOW CLONE {{t}}", source
+    ).collect()
+    ours, theirs = _log_actions(clone, 0), _log_actions(spark_clone, 0)
+    assert ours[0]["commitInfo"]["operation"] == theirs[0]["commitInfo"]["operation"] == "CLONE"
+    assert set(ours[0]["commitInfo"]["operationParameters"]) >= set(
+        theirs[0]["commitInfo"]["operationParameters"]
+    )
+    assert set(ours[0]["commitInfo"]["operationMetrics"]) == set(
+        theirs[0]["commitInfo"]["operationMetrics"]
+    )
+    meta = [next(a["metaData"] for a in log if "metaData" in a) for log in (ours, theirs)]
+    assert meta[0]["createdTime"] == meta[1]["createdTime"] and meta[0]["id"] != meta[1]["id"]
+    assert sorted(a["add"]["path"] for a in ours if "add" in a) == (
+        sorted(a["add"]["path"] for a in theirs if "add" in a)
+    )
+    # Spark writes on lakequery's clone; lakequery reads it; the source is untouched
+    delta_sql(delta_spark, "DELETE FROM {t} WHERE id % 3 = 0", clone).collect()
+    delta_sql(delta_spark, "UPDATE {t} SET id = id + 7 WHERE p = 'a'", clone).collect()
+    delta_sql(delta_spark, "OPTIMIZE {t}", clone).collect()
+    delta_sql(delta_spark, "VACUUM {t} RETAIN 0 HOURS", clone).collect()
+    assert_same_rows(lq_engines(clone)["arrow"], spark_read(delta_spark, clone), "Spark's DML")
+    assert_same_rows(lq_engines(source)["arrow"], source_rows, "source after Spark's DML")
+    assert _data_files(source) == source_files
