@@ -84,7 +84,6 @@ def update(
         schema = st.snapshot.schema
         assignments = resolve_assignments(set, schema)
         st.refuse_on_append_only()
-        st.refuse_on_row_tracking("UPDATE")
         st.target(predicate, name=TARGET_VIEW)
         new = ", ".join(
             f"{cast_sql(assignments.get(c, quote_ident(c)), schema.field(c).type)} "

@@ -70,6 +70,10 @@ class WriteState:
         adaptive_dictionary: Skip Parquet dictionary encoding for columns whose first
             rows are mostly distinct (the encoder would try a dictionary, fill its page
             limit and fall back to plain anyway, at about twice the encoding cost).
+        materialized_columns: Physical ``int64`` columns outside the table schema that
+            the rows carry into the data files as they are (NULL when a batch lacks one):
+            row tracking's materialized row id and commit version
+            (:mod:`lakequery.row_tracking`). No statistics.
 
     Example:
         >>> s = '{"type":"struct","fields":[]}'
@@ -90,6 +94,7 @@ class WriteState:
     extra_constraints: tuple[tuple[str, str], ...] = ()
     change_data: bool = False
     adaptive_dictionary: bool = False
+    materialized_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:
