@@ -48,6 +48,25 @@ def materialized_columns(configuration: Mapping[str, str]) -> tuple[str, str] | 
     return row_id, version
 
 
+#: ``commitInfo.tags`` entry of commits that keep row ids (digest §14).
+PRESERVED_TAG = "delta.rowTracking.preserved"
+
+
+def commit_tags(configuration: Mapping[str, str]) -> dict[str, str]:
+    """The ``commitInfo.tags`` row tracking asks of a commit on a table with this
+    configuration: ``{"delta.rowTracking.preserved": "true"}`` when row ids are stable
+    (every lakequery command keeps them), else nothing.
+
+    Example:
+        >>> commit_tags({"delta.enableRowTracking": "true", ROW_ID_NAME_KEY: "a",
+        ...              ROW_COMMIT_VERSION_NAME_KEY: "b"})
+        {'delta.rowTracking.preserved': 'true'}
+        >>> commit_tags({})
+        {}
+    """
+    return {PRESERVED_TAG: "true"} if materialized_columns(configuration) else {}
+
+
 def preserves_row_ids(snapshot: Snapshot) -> tuple[str, str] | None:
     """The materialized column names when commands rewriting rows of ``snapshot`` must keep
     their ids (the protocol supports row tracking and the table enables it), else None.

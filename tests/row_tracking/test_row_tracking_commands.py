@@ -180,3 +180,20 @@ def test_high_water_mark_counts_rewritten_files(tmp_path: Path) -> None:
     assert high_water_mark(uri) == 6
     assert latest_version(uri) == 2
     check_invariants(uri)
+
+
+def test_commits_say_row_ids_are_preserved(tmp_path: Path) -> None:
+    import json
+
+    uri = _table(tmp_path, COW)
+    lq.DeltaTable(uri).update("key = 1", set={"v": "1"})
+    lq.DeltaTable(uri).optimize()
+    plain = str(tmp_path / "plain")
+    lq.write(plain, rows([1]))
+    for root, versions, tags in (
+        (uri, range(4), {"delta.rowTracking.preserved": "true"}),
+        (plain, range(1), None),
+    ):
+        for v in versions:
+            first = (Path(root) / "_delta_log" / f"{v:020d}.json").read_text().splitlines()[0]
+            assert json.loads(first)["commitInfo"].get("tags") == tags, (root, v)
