@@ -197,3 +197,15 @@ def test_commits_say_row_ids_are_preserved(tmp_path: Path) -> None:
         for v in versions:
             first = (Path(root) / "_delta_log" / f"{v:020d}.json").read_text().splitlines()[0]
             assert json.loads(first)["commitInfo"].get("tags") == tags, (root, v)
+
+
+def test_optimize_spilling_sort_keeps_ids(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lakequery.commands.optimize as opt
+
+    monkeypatch.setattr(opt, "SORT_MEMORY_BYTES", 1)  # nothing fits: DuckDB sorts, spilling
+    uri = _table(tmp_path, DVS)
+    lq.DeltaTable(uri).update("key = 4", set={"v": "-4"})
+    before = tracked(uri)
+    assert lq.DeltaTable(uri).optimize(z_order_by=["v"]).committed
+    assert tracked(uri) == before
+    assert deltalake_rows(uri) == values(uri)
