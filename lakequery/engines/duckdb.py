@@ -393,8 +393,10 @@ def duckdb_relation(
         # DuckDB would decode the VARIANT groups and cannot give back their stored bytes
         return con.from_arrow(ArrowStream(scan))
     if tracking is not None:
+        from lakequery.row_tracking.columns import check_readable
         from lakequery.row_tracking.reading import materialized_physical_columns
 
+        check_readable(scan.snapshot, plan.files, tracking)
         builder = _Builder(scan, con, True, materialized_physical_columns(scan))
     else:
         builder = _Builder(scan, con, row_ids)

@@ -79,9 +79,10 @@ def preserves_row_ids(snapshot: Snapshot) -> tuple[str, str] | None:
     return materialized_columns(snapshot.metadata.configuration)
 
 
-def check_readable(snapshot: Snapshot, files: pa.Table) -> None:
+def check_readable(snapshot: Snapshot, files: pa.Table, names: tuple[str, str]) -> None:
     """Raises :class:`~lakequery.errors.RowTrackingError` unless every one of ``files`` (rows
-    of ``snapshot.files()``) has a ``baseRowId`` and ``defaultRowCommitVersion``."""
+    of ``snapshot.files()``) has a ``baseRowId`` and ``defaultRowCommitVersion`` and no
+    table column is called like one of the output columns ``names``."""
     if not snapshot.protocol.supports("rowTracking"):
         raise RowTrackingError(
             f"table {snapshot.storage.root!r} does not track row ids (its protocol lacks the "
@@ -95,9 +96,9 @@ def check_readable(snapshot: Snapshot, files: pa.Table) -> None:
                 f"{values.null_count} file(s) of {snapshot.storage.root!r} have no row ids "
                 f"(e.g. {missing!r}, written before row tracking was supported)"
             )
-    names = {n.lower() for n in snapshot.schema.names}
-    for name in (ROW_ID_COLUMN, ROW_COMMIT_VERSION_COLUMN):
-        if name in names:
+    columns = {n.lower() for n in snapshot.schema.names}
+    for name in names:
+        if name.lower() in columns:
             raise RowTrackingError(
                 f"the table has a column named {name!r}: it would clash with the row tracking "
                 "column of the same name"

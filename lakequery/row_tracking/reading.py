@@ -21,11 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery.engines.sql_types import quote_ident
-from lakequery.row_tracking.columns import (
-    ROW_COMMIT_VERSION_NAME_KEY,
-    ROW_ID_NAME_KEY,
-    check_readable,
-)
+from lakequery.row_tracking.columns import ROW_COMMIT_VERSION_NAME_KEY, ROW_ID_NAME_KEY
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -50,7 +46,6 @@ def with_row_tracking_sql(
     from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, materialized_column
 
     files = scan.plan().files
-    check_readable(scan.snapshot, files)
     table = pa.table(
         {
             "i": pa.array(np.arange(files.num_rows, dtype=np.int64)),

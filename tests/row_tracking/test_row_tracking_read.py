@@ -140,8 +140,17 @@ def test_refused_without_row_tracking(tmp_path: Path) -> None:
         lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow()
 
 
+def test_refused_without_row_tracking_even_when_empty(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, rows([]))
+    with pytest.raises(lq.RowTrackingError, match="does not track row ids"):
+        lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_duckdb()
+
+
 def test_refused_when_a_column_has_the_name(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
-    lq.write(uri, pa.table({"_row_id": [1]}), configuration=TRACKED)
+    lq.write(uri, pa.table({"_row_id": [1, 2]}), configuration=TRACKED)
+    # the commands still keep ids (they name the columns after the materialized ones)
+    assert lq.DeltaTable(uri).update("_row_id = 1", set={"_row_id": "10"}).committed
     with pytest.raises(lq.RowTrackingError, match="_row_id"):
         lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow()
