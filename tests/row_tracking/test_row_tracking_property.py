@@ -27,6 +27,7 @@ COMMAND = st.one_of(
     st.tuples(st.just("update"), st.integers(0, 6), st.booleans()),
     st.tuples(st.just("merge"), st.integers(0, 6), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("optimize"), st.booleans()),
+    st.tuples(st.just("restore"), st.integers(1, 3)),
 )
 
 
@@ -37,6 +38,7 @@ class Model:
         self.uri = uri
         self.rows: dict[int, tuple[int | None, int, int]] = {}
         self.next_key = 0
+        self.history: dict[int, dict[int, tuple[int | None, int, int]]] = {}
 
     def new_keys(self, n: int) -> list[int]:
         keys = list(range(self.next_key, self.next_key + n))
@@ -62,6 +64,7 @@ class Model:
             assert got_version == version, f"key {key}: version {got_version} != {version}"
         assert deltalake_rows(self.uri) == {k: v for k, (_, _, v) in self.rows.items()}
         check_invariants(self.uri)
+        self.history[lq.DeltaTable(self.uri).snapshot().version] = dict(self.rows)
 
 
 def _run(model: Model, command: tuple[Any, ...]) -> None:
@@ -105,8 +108,12 @@ def _run(model: Model, command: tuple[Any, ...]) -> None:
             row_id, _, v = model.rows[k]
             model.rows[k] = (row_id, version, v + 50)
         model.rows |= {k: (None, version, 50) for k in inserted}
-    else:
+    elif kind == "optimize":
         dt.optimize(z_order_by=["v"] if command[1] else None)
+    else:  # RESTORE brings back the rows with the ids and versions they had then
+        target = max(0, version - 1 - command[1])
+        if dt.restore(version=target).version is not None:
+            model.rows = dict(model.history[target])
 
 
 @SETTINGS
