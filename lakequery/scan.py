@@ -199,10 +199,6 @@ class Scan:
     # -- engines ---------------------------------------------------------------------------------
     def to_arrow_reader(self) -> pa.RecordBatchReader:
         """Streams the rows as Arrow record batches (bounded memory)."""
-        if self.row_tracking_columns is not None:
-            from lakequery.row_tracking.reading import arrow_reader as tracked_reader
-
-            return tracked_reader(self)
         from lakequery.engines.arrow import arrow_reader
 
         return arrow_reader(self)

@@ -291,7 +291,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         not native
         or (deletions and not _HAS_DELETION_HOOK)
         or _annotated_variants(scan, specs)
-        or scan.row_tracking_columns is not None  # row ids: computed by DuckDB
+        or scan.row_tracking_columns is not None  # row ids: the Arrow engine's
     ):
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])

@@ -8,20 +8,27 @@ non-null::
     row id             = coalesce(<materialized row id>, baseRowId + file_row_number)
     row commit version = coalesce(<materialized commit version>, defaultRowCommitVersion)
 
-The Arrow and Polars engines read such scans through DuckDB's relation (one vectorised
-plan, so the three engines agree by construction).
+The Arrow engine (:class:`ArrowRowIds`) reads such scans file by file in order, with no
+filter pushdown, so that running row counts are the positions: ``baseRowId +
+arange(offset, offset + n)`` per batch, coalesced with the materialized columns, before
+the deletion vector mask applies. Polars reads such scans through the Arrow engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakequery.engines.sql_types import quote_ident
-from lakequery.row_tracking.columns import ROW_COMMIT_VERSION_NAME_KEY, ROW_ID_NAME_KEY
+from lakequery.row_tracking.columns import (
+    ROW_COMMIT_VERSION_NAME_KEY,
+    ROW_ID_NAME_KEY,
+    check_readable,
+)
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -65,28 +72,57 @@ def with_row_tracking_sql(
     )
 
 
-def arrow_reader(scan: Scan) -> pa.RecordBatchReader:
-    """The Arrow engine's reader for a scan with row tracking columns: DuckDB's relation,
-    streamed, cast to the scan's output schema."""
-    import duckdb
+class ArrowRowIds:
+    """The Arrow engine's side: each batch of a file (read whole, in order, so that running
+    row counts are physical positions) gets ``baseRowId + arange(offset, offset + n)`` and
+    the default commit version, unless its materialized columns hold values; both ride as
+    the batch's last two columns until the engine puts them in the output.
 
-    from lakequery.engines.duckdb import duckdb_relation
+    Args:
+        scan: a scan with :attr:`~lakequery.scan.Scan.row_tracking_columns`.
+    """
 
-    con = duckdb.connect()
-    try:
-        rel = duckdb_relation(scan, con)
-        method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-        source: pa.RecordBatchReader = method()
-    except BaseException:
-        con.close()
-        raise
-    schema = scan.output_schema
+    def __init__(self, scan: Scan) -> None:
+        names = scan.row_tracking_columns
+        assert names is not None
+        plan = scan.plan()
+        check_readable(scan.snapshot, plan.files, names)
+        self.names = names
+        self.materialized = materialized_physical_columns(scan)
+        bases: list[Any] = plan.files.column("base_row_id").to_pylist()
+        versions: list[Any] = plan.files.column("default_row_commit_version").to_pylist()
+        # check_readable made sure that no file lacks them
+        self.defaults: dict[str, tuple[int, int]] = {
+            loc: (int(b), int(v))
+            for loc, b, v in zip(plan.location_list, bases, versions, strict=True)
+        }
 
-    def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            for batch in source:
-                yield batch.cast(schema)
-        finally:
-            con.close()
+    def fields(self) -> list[pa.Field[Any]]:
+        """The materialized columns to read along (NULL in files that lack them)."""
+        return [pa.field(name, pa.int64()) for name in self.materialized]
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    def attach(self, raw: pa.RecordBatch, location: str, offset: int) -> pa.RecordBatch:
+        """``raw`` (rows ``offset..`` of ``location``) without the materialized columns and
+        with the row ids and commit versions appended."""
+        base, default = self.defaults[location]
+        n = raw.num_rows
+        ids: Any = pa.array(np.arange(base + offset, base + offset + n, dtype=np.int64))
+        versions: Any = pa.array(np.full(n, default, dtype=np.int64))
+        if self.materialized:
+            ids = pc.coalesce(raw.column(self.materialized[0]).cast(pa.int64()), ids)
+            versions = pc.coalesce(raw.column(self.materialized[1]).cast(pa.int64()), versions)
+            raw = raw.drop_columns(list(self.materialized))
+        raw = raw.append_column(_ID_COLUMN, ids)
+        return raw.append_column(_VERSION_COLUMN, versions)
+
+    def split(self, raw: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, Any]]:
+        """``raw`` without the appended columns, and those columns by output name."""
+        columns = {
+            self.names[0]: raw.column(_ID_COLUMN),
+            self.names[1]: raw.column(_VERSION_COLUMN),
+        }
+        return raw.drop_columns([_ID_COLUMN, _VERSION_COLUMN]), columns
+
+
+_ID_COLUMN = "__lq_row_id"
+_VERSION_COLUMN = "__lq_row_commit_version"

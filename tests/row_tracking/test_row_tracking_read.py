@@ -154,3 +154,16 @@ def test_refused_when_a_column_has_the_name(tmp_path: Path) -> None:
     assert lq.DeltaTable(uri).update("_row_id = 1", set={"_row_id": "10"}).committed
     with pytest.raises(lq.RowTrackingError, match="_row_id"):
         lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow()
+
+
+def test_positions_across_batches_of_a_large_file(tmp_path: Path) -> None:
+    # one file of 300,000 rows: the Arrow engine reads it in several batches, and the
+    # positions (hence ids) must run on across them, DVs or not; tracked() checks that
+    # DuckDB (file_row_number), Arrow (running counts) and Polars agree
+    uri = str(tmp_path / "t")
+    n = 300_000
+    lq.write(uri, rows(list(range(n))), configuration=DVS)
+    lq.DeltaTable(uri).delete("key % 1000 = 7")
+    got = tracked(uri)
+    assert len(got) == n - 300
+    assert all(row_id == key and version == 0 for key, (row_id, version) in got.items())
