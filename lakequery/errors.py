@@ -408,6 +408,12 @@ class RestoreError(LakeQueryError):
         super().__init__(f"cannot restore {uri!r} to version {version}: {detail}")
 
 
+class RowTrackingError(LakeQueryError, ValueError):
+    """Row ids or row commit versions were asked of a table that cannot give them (no
+    ``rowTracking`` feature, files without ``baseRowId``, a column clashing with
+    ``_row_id``); see :mod:`lakequery.row_tracking`."""
+
+
 class SparkWorkerError(LakeQueryError, RuntimeError):
     """Spark's Python workers cannot run lakequery (raised before any job starts).
 
@@ -452,6 +458,7 @@ __all__ = [
     "ProtocolError",
     "RestoreError",
     "RetentionError",
+    "RowTrackingError",
     "SchemaError",
     "SchemaMismatchError",
     "SparkWorkerError",

@@ -118,8 +118,16 @@ class Scan:
         *,
         columns: Sequence[str] | None,
         filter: str | pc.Expression | None,
+        row_tracking: bool = False,
     ) -> None:
         self.snapshot = snapshot
+        #: Output names of the (row id, row commit version) columns, or None; see
+        #: :mod:`lakequery.row_tracking`.
+        self.row_tracking_columns: tuple[str, str] | None = None
+        if row_tracking:
+            from lakequery.row_tracking import ROW_COMMIT_VERSION_COLUMN, ROW_ID_COLUMN
+
+            self.row_tracking_columns = (ROW_ID_COLUMN, ROW_COMMIT_VERSION_COLUMN)
         schema = snapshot.schema
         if columns is None:
             self.columns: list[str] = list(schema.names)
@@ -145,7 +153,10 @@ class Scan:
     def output_schema(self) -> pa.Schema:
         """The logical schema of the rows this scan returns."""
         schema = self.snapshot.schema
-        return pa.schema([schema.field(c) for c in self.columns])
+        out = pa.schema([schema.field(c) for c in self.columns])
+        for name in self.row_tracking_columns or ():
+            out = out.append(pa.field(name, pa.int64()))
+        return out
 
     @property
     def read_columns(self) -> list[str]:
@@ -186,7 +197,17 @@ class Scan:
         :meth:`Snapshot.files`, e.g. a filtered :attr:`ScanPlan.files`) without pruning;
         the filter still applies to rows. Commands use it to read the files they touch."""
         out = Scan(self.snapshot, columns=self.columns, filter=self.filter_source)
+        out.row_tracking_columns = self.row_tracking_columns
         out.__dict__["_plan"] = out._plan_of(files, self.snapshot.num_files)
+        return out
+
+    def with_row_tracking_columns(self, names: tuple[str, str] | None) -> Scan:
+        """A copy of this scan (same files) that also returns each row's id and commit
+        version under ``names`` (None: without them). Commands name them after the
+        table's materialized columns to carry them into rewritten files."""
+        out = self.restricted_to(self.plan().files)
+        out.__dict__["_plan"] = self.plan()
+        out.row_tracking_columns = names
         return out
 
     # -- engines ---------------------------------------------------------------------------------

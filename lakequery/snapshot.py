@@ -219,6 +219,7 @@ class Snapshot:
         *,
         columns: Sequence[str] | None = None,
         filter: str | pc.Expression | None = None,
+        row_tracking: bool = False,
     ) -> Scan:
         """Plans a read of this snapshot.
 
@@ -227,6 +228,9 @@ class Snapshot:
             filter: a SQL boolean expression (``"a > 3 AND day = '2026-11-01'"``) or a
                 ``pyarrow.compute.Expression``. Files are skipped by partition values and
                 statistics; the engines apply the filter to rows exactly.
+            row_tracking: also return ``_row_id`` and ``_row_commit_version`` (int64) of
+                each row, on tables with row tracking (see :mod:`lakequery.row_tracking`;
+                :class:`~lakequery.errors.RowTrackingError` otherwise).
 
         Example:
             >>> import lakequery as lq
@@ -236,4 +240,4 @@ class Snapshot:
         """
         from lakequery.scan import Scan
 
-        return Scan(self, columns=columns, filter=filter)
+        return Scan(self, columns=columns, filter=filter, row_tracking=row_tracking)

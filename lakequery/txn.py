@@ -57,6 +57,7 @@ from lakequery.protocol.conflicts import (
 )
 from lakequery.protocol.features import Protocol, check_table_writable
 from lakequery.protocol.properties import TableProperties, parse_bool
+from lakequery.row_tracking.columns import commit_tags
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
@@ -395,6 +396,9 @@ class Transaction:
                 "txnId": self.txn_id,
             }
         )
+        tags = commit_tags(self.metadata.configuration) if self._row_tracking_on() else {}
+        if tags:
+            info["tags"] = tags
         if self.read_version >= 0:
             info["readVersion"] = self.read_version
         if self.user_metadata is not None:

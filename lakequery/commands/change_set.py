@@ -40,10 +40,12 @@ from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.deletion import dv_cardinalities
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
 from lakequery.engines.sql_types import duckdb_type, quote_ident
-from lakequery.errors import AppendOnlyError, PredicateError, UnsupportedFeatureError
+from lakequery.errors import AppendOnlyError, PredicateError
 from lakequery.parquet_footers import footer_row_counts
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.change_feed import cdf_enabled
+from lakequery.row_tracking.columns import preserves_row_ids
+from lakequery.row_tracking.rewrite import preserving_scan, preserving_state
 from lakequery.txn import Transaction
 from lakequery.writer.constraints import spark_to_duckdb, table_constraints
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 
 CHANGE_TABLE = "__lq_change"
 _IDS_TABLE = "__lq_ids"
+_ROW_IDS_TABLE = "__lq_row_ids"
 _KINDS_WITH_NEW_ROWS = ("update", "insert")
 #: ``_change_type`` values of the change data feed, by what happened to a row.
 _CDC_PARTS = (
@@ -239,6 +242,8 @@ class Statement:
             storage.root, snapshot.metadata, snapshot.protocol, storage_options=storage_options
         )
         self.read_columns: list[str] = list(snapshot.schema.names)
+        # the materialized row-id columns rewritten rows carry (row tracking), or None
+        self.row_id_columns = preserves_row_ids(snapshot)
         self.plan: ScanPlan | None = None
         # a cursor of lakequery's shared database: its temp tables and views are private,
         # and large change tables spill to the database's temp directory
@@ -279,14 +284,6 @@ class Statement:
     def refuse_on_append_only(self) -> None:
         if self.snapshot.properties.append_only:
             raise AppendOnlyError(self.storage.root, self.txn.operation)
-
-    def refuse_on_row_tracking(self, why: str) -> None:
-        """Updated or copied rows must keep their row ids, which needs materialized row-id
-        columns that lakequery does not write yet."""
-        if self.snapshot.protocol.supports("rowTracking"):
-            raise UnsupportedFeatureError(
-                "rowTracking", detail=f"{why} would have to preserve row ids"
-            )
 
     # -- reading the target -------------------------------------------------------------------
     def target(
@@ -356,7 +353,7 @@ class Statement:
             metric_names: how this operation names the row counts in ``operationMetrics``
                 (``deleted``, ``updated``, ``inserted``, ``copied`` -> metric name).
         """
-        state = state or self.state
+        state = preserving_state(self.snapshot, state or self.state)
         out = _Outcome(kinds=self.count_kinds())
         self.con.execute(
             f"CREATE TEMP TABLE {_IDS_TABLE} AS SELECT DISTINCT {ROW_FILE_COLUMN}, "
@@ -379,7 +376,7 @@ class Statement:
         if self.change_data_feed and out.kinds:
             cdc = write_data_files(
                 to_reader(self.con.sql(self._change_data_sql(state, out.kinds))),
-                replace(state, change_data=True),
+                replace(state, change_data=True, materialized_columns=()),
             )
         assert self.plan is not None
         removes = remove_actions(self.snapshot, self.plan.files.take(rewrite), now)
@@ -505,8 +502,6 @@ class Statement:
         assert self.plan is not None
         indices, rows = self._touched_files()
         if not len(indices) or not self.deletion_vectors:
-            if len(indices):
-                self.refuse_on_row_tracking("rewriting files")
             return [], indices
         files = self.plan.files.take(indices)
         adds = add_actions(self.snapshot, files)
@@ -523,8 +518,6 @@ class Statement:
                 rewrite.append(i)
             else:
                 writer.delete_rows(add, deleted)
-        if rewrite:
-            self.refuse_on_row_tracking("rewriting files")
         return writer.finish(now_ms=now_ms), indices.take(pa.array(rewrite, pa.int64()))
 
     def _rewrite_sql(self, indices: pa.Array[Any]) -> str | None:
@@ -533,11 +526,13 @@ class Statement:
             return None
         assert self.plan is not None
         scan = self.snapshot.scan().restricted_to(self.plan.files.take(indices))
+        scan = preserving_scan(self.snapshot, scan)
         duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rewrite", replace=True)
         # the rewrite scan numbers its files 0..n-1 in the order of ``indices``
         remap = pa.table({"o": indices, "n": pa.array(range(len(indices)), pa.int64())})
         self.con.register("__lq_remap", remap)
-        cols = ", ".join(f"t.{quote_ident(c)}" for c in self.snapshot.schema.names)
+        kept = list(self.snapshot.schema.names) + list(self.row_id_columns or ())
+        cols = ", ".join(f"t.{quote_ident(c)}" for c in kept)
         return (
             f"SELECT {cols} FROM __lq_rewrite AS t ANTI JOIN (SELECT m.n AS f, i.{ROW_NUMBER_COLUMN}"
             f" AS r FROM {_IDS_TABLE} AS i JOIN __lq_remap AS m ON i.{ROW_FILE_COLUMN} = m.o) AS x"
@@ -550,7 +545,39 @@ class Statement:
             for i, c in enumerate(state.arrow_schema.names)
         )
         kinds = ", ".join(f"'{k}'" for k in _KINDS_WITH_NEW_ROWS)
-        return f"SELECT {cols} FROM {CHANGE_TABLE} WHERE __lq_kind IN ({kinds})"
+        if self.row_id_columns is None:
+            return f"SELECT {cols} FROM {CHANGE_TABLE} WHERE __lq_kind IN ({kinds})"
+        # updated rows keep their id and take this commit's version (NULL: the new file's
+        # defaultRowCommitVersion); inserted rows get fresh ids (NULL: baseRowId + position)
+        row_id, version = (quote_ident(c) for c in self.row_id_columns)
+        self._updated_row_ids()
+        return (
+            f"SELECT {cols}, i.__lq_rt_id AS {row_id}, CAST(NULL AS BIGINT) AS {version} "
+            f"FROM {CHANGE_TABLE} AS c LEFT JOIN {_ROW_IDS_TABLE} AS i "
+            f"ON c.{ROW_FILE_COLUMN} = i.__lq_rt_file AND c.{ROW_NUMBER_COLUMN} = i.__lq_rt_row "
+            f"WHERE c.__lq_kind IN ({kinds})"
+        )
+
+    def _updated_row_ids(self) -> None:
+        """Creates :data:`_ROW_IDS_TABLE`: the row id of every updated row, by its file (plan
+        index) and position, read from the files holding updated rows (their
+        materialized row-id column, else ``baseRowId`` + position)."""
+        assert self.plan is not None
+        touched = self.con.sql(
+            f"SELECT DISTINCT {ROW_FILE_COLUMN} AS o FROM {CHANGE_TABLE} "
+            f"WHERE __lq_kind = 'update' ORDER BY o"
+        ).to_arrow_table()
+        indices = touched.column("o").combine_chunks().cast(pa.int64())
+        scan = self.snapshot.scan(columns=[]).restricted_to(self.plan.files.take(indices))
+        scan = scan.with_row_tracking_columns(("__lq_rt_id", "__lq_rt_version"))
+        duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rt_ids", replace=True)
+        remap = pa.table({"o": indices, "n": pa.array(range(len(indices)), pa.int64())})
+        self.con.register("__lq_rt_remap", remap)
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_ROW_IDS_TABLE} AS SELECT m.o AS __lq_rt_file, "
+            f"x.{ROW_NUMBER_COLUMN} AS __lq_rt_row, x.__lq_rt_id FROM __lq_rt_ids AS x "
+            f"JOIN __lq_rt_remap AS m ON x.{ROW_FILE_COLUMN} = m.n"
+        )
 
     def _change_data_sql(self, state: WriteState, kinds: Mapping[str, int]) -> str:
         names = {"n": list(state.arrow_schema.names), "o": self.read_columns}

@@ -237,8 +237,6 @@ class _Merge:
             rewrite_threshold=b.rewrite_threshold,
         ) as st:
             self.st = st
-            if any(c.action == "update" for c in b.clauses):
-                st.refuse_on_row_tracking("MERGE ... UPDATE")
             con = st.con
             con.register("__lq_source_stream", b._read_source())
             con.execute(f"CREATE TEMP TABLE {_SOURCE_TABLE} AS SELECT * FROM __lq_source_stream")

@@ -70,7 +70,8 @@ from lakequery.commands.zorder import (
     table_keys,
 )
 from lakequery.engines.deletion import dv_cardinalities
-from lakequery.errors import CommitConflictError, PredicateError, UnsupportedFeatureError
+from lakequery.errors import CommitConflictError, PredicateError
+from lakequery.row_tracking.rewrite import preserving_scan, preserving_state
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.txn import Transaction
@@ -229,7 +230,7 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
 
     con = duckdb.connect(config={"threads": 2})
     try:
-        rel = snapshot.scan().restricted_to(files).to_duckdb(con)
+        rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
         return write_data_files(_coalesced(_duckdb_reader(rel)), state)
     finally:
         con.close()
@@ -351,7 +352,7 @@ def _cluster(
 
         con = duckdb.connect(config={"threads": max(1, threads), "preserve_insertion_order": False})
         try:
-            rel = snapshot.scan().restricted_to(files).to_duckdb(con)
+            rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
             batches, complete = _read_within(_duckdb_reader(rel), memory_bytes // 2)
         finally:
             con.close()
@@ -414,7 +415,7 @@ def _cluster_spilling(
     for batch in snapshot.scan(columns=list(columns)).restricted_to(files).to_arrow_reader():
         sampler.add(batch)
     builder = sampler.builder(curve)
-    source = snapshot.scan().restricted_to(files).to_arrow_reader()
+    source = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_arrow_reader()
     schema = source.schema.append(pa.field(_KEY, pa.uint64()))
 
     def tagged() -> Any:
@@ -480,8 +481,6 @@ def optimize(
     Raises:
         PredicateError: the predicate uses a non-partition column.
         SchemaError: a clustering column is missing or of an unsupported type.
-        UnsupportedFeatureError: the table has row tracking (rewriting would change row
-            ids, which lakequery does not yet preserve).
         CommitConflictError: a concurrent commit removed a rewritten file.
     """
     from lakequery.errors import SchemaError
@@ -489,10 +488,6 @@ def optimize(
 
     started = time.monotonic()
     snapshot = Snapshot(storage, load_state(storage, None))
-    if snapshot.protocol.supports("rowTracking"):
-        raise UnsupportedFeatureError(
-            "rowTracking", operation="optimize", detail="rewritten rows would get new row ids"
-        )
     columns: tuple[str, ...] = ()
     if z_order_by is not None:
         names = [z_order_by] if isinstance(z_order_by, str) else list(z_order_by)
@@ -523,7 +518,7 @@ def optimize(
     )
     # Rewritten files often hold mostly-distinct columns (ids, keys, payloads): skipping
     # their doomed dictionary attempt roughly halves the Parquet encoding time.
-    state = replace(state, adaptive_dictionary=True)
+    state = preserving_state(snapshot, replace(state, adaptive_dictionary=True))
     target = state.target_file_size
     minimum = target if min_file_size is None else int(min_file_size)
     files = _considered(snapshot, predicate)

@@ -86,7 +86,6 @@ def update(
         assignments = resolve_assignments(set, schema)
         refuse_identity_update(st.snapshot.metadata.schema, assignments)
         st.refuse_on_append_only()
-        st.refuse_on_row_tracking("UPDATE")
         st.target(predicate, name=TARGET_VIEW)
         new = ", ".join(
             f"{cast_sql(assignments.get(c, quote_ident(c)), schema.field(c).type)} "

@@ -29,6 +29,7 @@ from lakequery.protocol.schema import StructType
 from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
+    from lakequery.row_tracking.reading import ArrowRowIds
     from lakequery.scan import Scan
 
 BATCH_ROWS = 128 * 1024
@@ -71,6 +72,12 @@ class _Reader:
         variants = [s.name for s in data_specs if has_variant(s.delta_type)]
         if variants:  # refuses files that shred them: the scan would drop typed_value
             variant_files(scan, variants)
+        self.row_ids: ArrowRowIds | None = None
+        if scan.row_tracking_columns is not None:  # every file read whole, in order
+            from lakequery.row_tracking.reading import ArrowRowIds
+
+            self.row_ids = ArrowRowIds(scan)
+            self.phys = pa.schema(list(self.phys) + self.row_ids.fields())
         self.out_schema = scan.output_schema
         self.filter = to_pyarrow(scan.filter) if scan.filter is not None else None
         self.pushdown: pc.Expression | None = None
@@ -85,6 +92,9 @@ class _Reader:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         for group in self.groups:
+            if self.row_ids is not None:
+                yield from self._masked_batches(group, list(group.locations))
+                continue
             plain = [p for p in group.locations if p not in self.deleted]
             masked = [loc for loc in group.locations if loc in self.deleted]
             try:
@@ -139,8 +149,10 @@ class _Reader:
                 if path in done:
                     raise AssertionError("dataset scan interleaved batches of a file with a DV")
                 offset = 0
-                deleted = self.deleted[by_path[path]]
+                deleted = self.deleted.get(by_path[path], _NO_ROWS)
             n = raw.num_rows
+            if self.row_ids is not None:
+                raw = self.row_ids.attach(raw, by_path[path], offset)
             lo, hi = np.searchsorted(deleted, [offset, offset + n])
             if hi > lo:  # rows of this batch are deleted: keep bits, packed as Arrow's
                 bits: Any = keep_bits(deleted[lo:hi] - offset, n)
@@ -151,9 +163,12 @@ class _Reader:
                 yield from self._finish(raw, group)
 
     def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
+        tracked: dict[str, Any] = {}
+        if self.row_ids is not None:
+            raw, tracked = self.row_ids.split(raw)
         data = to_logical(raw, self.table_schema, self.mode, columns=self.present)
         n = raw.num_rows  # also right when only partition columns are read
-        arrays = {}
+        arrays = dict(tracked)
         for s in self.specs:
             if s.partition:
                 arrays[s.name] = _constant(group.values.get(s.name), s.type, n)

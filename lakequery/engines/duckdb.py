@@ -159,6 +159,12 @@ class _Branch:
 ROW_FILE_COLUMN = "__lq_file"
 ROW_NUMBER_COLUMN = "__lq_row"
 
+
+def materialized_column(i: int) -> str:
+    """The relation column holding the ``i``-th of the builder's materialized columns."""
+    return f"__lq_mat{i}"
+
+
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
 _ROW_KEY_SPAN = 1 << 32
 
@@ -175,17 +181,26 @@ def _remember(key: tuple[str, ...], types: dict[str, str] | None) -> None:
 
 
 class _Builder:
-    def __init__(self, scan: Scan, con: duckdb.DuckDBPyConnection, row_ids: bool = False) -> None:
+    def __init__(
+        self,
+        scan: Scan,
+        con: duckdb.DuckDBPyConnection,
+        row_ids: bool = False,
+        materialized: tuple[str, ...] = (),
+    ) -> None:
         self.scan = scan
         self.con = con
         self.row_ids = row_ids
         self.numbers_table: str | None = None
+        # physical columns outside the schema read as BIGINT (row tracking's materialized
+        # row id and commit version), NULL in files that lack them
+        self.materialized = materialized
         self.storage = scan.snapshot.storage
         self.mode: ColumnMappingMode = scan.snapshot.column_mapping_mode
         self.specs = column_specs(scan)
         self.parts_table: str | None = None
         self.dv_table: str | None = None
-        self.needs_data = any(not s.partition for s in self.specs)
+        self.needs_data = any(not s.partition for s in self.specs) or bool(materialized)
         # One look at all footers decides for every branch: when all files share a schema,
         # branches read without union_by_name and reuse one set of column types.
         self.shared_types: dict[str, str] | None = None
@@ -291,6 +306,9 @@ class _Builder:
             )
             or "1 AS _lq_dummy"
         )
+        for i, name in enumerate(self.materialized):
+            value = f"d.{quote_ident(name)}" if name in actual else "NULL"
+            select += f", CAST({value} AS BIGINT) AS {materialized_column(i)}"
         if self.row_ids:
             select += (
                 f", n.num AS {ROW_FILE_COLUMN}, "
@@ -364,8 +382,9 @@ def duckdb_relation(
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
     specs = column_specs(scan)
+    tracking = scan.row_tracking_columns
     if _annotated_variants(scan, specs, con):
-        if row_ids:
+        if row_ids or tracking is not None:
             raise UnsupportedFeatureError(  # only DML asks, and it cannot write variants
                 "variantType",
                 operation="write",
@@ -375,22 +394,22 @@ def duckdb_relation(
 
         # DuckDB would decode the VARIANT groups and cannot give back their stored bytes
         return con.from_arrow(ArrowStream(scan))
-    builder = _Builder(scan, con, row_ids)
+    if tracking is not None:
+        from lakequery.row_tracking.columns import check_readable
+        from lakequery.row_tracking.reading import materialized_physical_columns
+
+        check_readable(scan.snapshot, plan.files, tracking)
+        builder = _Builder(scan, con, True, materialized_physical_columns(scan))
+    else:
+        builder = _Builder(scan, con, row_ids)
     partition_names = [s.name for s in specs if s.partition]
-    out_cols = ", ".join(quote_ident(c) for c in scan.columns)
-    if row_ids:
-        out_cols = ", ".join(filter(None, (out_cols, ROW_FILE_COLUMN, ROW_NUMBER_COLUMN)))
+    extra = [ROW_FILE_COLUMN, ROW_NUMBER_COLUMN] if row_ids else []
+    extra += list(tracking or ())
+    out_cols = ", ".join([quote_ident(c) for c in scan.columns] + [quote_ident(c) for c in extra])
     if plan.num_files == 0:
         empty = ", ".join(
             [f"CAST(NULL AS {duckdb_type(s.type)}) AS {quote_ident(s.name)}" for s in specs]
-            + (
-                [
-                    f"CAST(NULL AS BIGINT) AS {ROW_FILE_COLUMN}",
-                    f"CAST(NULL AS BIGINT) AS {ROW_NUMBER_COLUMN}",
-                ]
-                if row_ids
-                else []
-            )
+            + [f"CAST(NULL AS BIGINT) AS {quote_ident(c)}" for c in extra]
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
     layout = "literal"
@@ -409,5 +428,9 @@ def duckdb_relation(
     if deleted:
         builder.register_deletions(deleted)
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
+    if tracking is not None:
+        from lakequery.row_tracking.reading import with_row_tracking_sql
+
+        body = with_row_tracking_sql(body, scan, builder._register, tracking)
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
     return con.sql(f"SELECT {out_cols} FROM ({body}){where}")

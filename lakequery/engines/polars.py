@@ -287,7 +287,12 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     changes = type_changes(snap.metadata.schema)
     deletions = _deletions(scan)
     native = all(_native(s, snap.column_mapping_mode, changes) for s in specs)
-    if not native or (deletions and not _HAS_DELETION_HOOK) or _annotated_variants(scan, specs):
+    if (
+        not native
+        or (deletions and not _HAS_DELETION_HOOK)
+        or _annotated_variants(scan, specs)
+        or scan.row_tracking_columns is not None  # row ids: the Arrow engine's
+    ):
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])
     if not groups:

@@ -285,6 +285,10 @@ class _Writer:
             self.data_columns.append(CHANGE_TYPE_COLUMN)
             self.physical = self.physical.append(change)
             self.data_schema = self.data_schema.append(change)
+        for name in state.materialized_columns:
+            self.data_columns.append(name)
+            self.physical = self.physical.append(pa.field(name, pa.int64()))
+            self.data_schema = self.data_schema.append(pa.field(name, pa.int64()))
         props = state.table_properties
         self.stats_columns = (
             []
@@ -332,6 +336,14 @@ class _Writer:
                 raise SchemaError(f"change data rows need a {CHANGE_TYPE_COLUMN!r} column")
             change_type = batch.column(index).cast(pa.string())
             batch = batch.remove_column(index)
+        carried: list[Any] = []
+        for name in self.state.materialized_columns:
+            index = batch.schema.get_field_index(name)
+            if index < 0:
+                carried.append(pa.nulls(batch.num_rows, pa.int64()))
+            else:
+                carried.append(batch.column(index).cast(pa.int64()))
+                batch = batch.remove_column(index)
         batch, missing = conform_batch(batch, self.schema, self.state.arrow_schema, self.filled)
         if self.identity:
             generate = tuple(g for g in self.identity if g[0] in missing)
@@ -341,6 +353,8 @@ class _Writer:
             batch = self.checker.apply(batch, missing)
         if change_type is not None:
             batch = batch.append_column(CHANGE_TYPE_COLUMN, change_type)
+        for name, values in zip(self.state.materialized_columns, carried, strict=True):
+            batch = batch.append_column(name, values)
         for f in self.schema.fields:
             _check_nulls(batch.column(f.name), f.type, f.nullable, 0, f.name)
         limit = self.state.max_rows_per_row_group

@@ -74,6 +74,10 @@ class WriteState:
             identity column missing from the input (:mod:`lakequery.writer.identity`);
             row ``k`` of the write gets ``first + k * step``. Empty for rewrites (DML,
             OPTIMIZE), which keep the values they copy.
+        materialized_columns: Physical ``int64`` columns outside the table schema that
+            the rows carry into the data files as they are (NULL when a batch lacks one):
+            row tracking's materialized row id and commit version
+            (:mod:`lakequery.row_tracking`). No statistics.
 
     Example:
         >>> s = '{"type":"struct","fields":[]}'
@@ -95,6 +99,7 @@ class WriteState:
     change_data: bool = False
     adaptive_dictionary: bool = False
     identity: tuple[tuple[str, int, int], ...] = ()
+    materialized_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:

@@ -107,7 +107,6 @@ def lakequery_writes(uri: str) -> None:
     dt = lq.DeltaTable(uri)
     snap = dt.snapshot()
     generated = generated_columns(uri)
-    tracked = snap.metadata.configuration.get("delta.enableRowTracking") == "true"
     current = snap.scan().to_arrow()
     some = current.filter(pc.equal(pc.bit_wise_and(current["id"], 3), 1)).slice(0, 3)
     some = some.set_column(
@@ -116,17 +115,15 @@ def lakequery_writes(uri: str) -> None:
     assert lq.write(uri, some, mode="append").version is not None
     ids = sorted(current["id"].to_pylist())
     assert dt.delete(f"id IN ({ids[1]}, {ids[-2]})").committed
-    if not tracked:  # lakequery refuses UPDATE on row-tracking tables (ARCHITECTURE.md)
-        predicate = f"id IN ({', '.join(map(str, [ids[0], *ids[3:-2:4]]))})"
-        assert dt.update(predicate, set={"id": "id + 1000000000000"}).committed
+    predicate = f"id IN ({', '.join(map(str, [ids[0], *ids[3:-2:4]]))})"
+    assert dt.update(predicate, set={"id": "id + 1000000000000"}).committed
     source = current.filter(pc.equal(pc.bit_wise_and(current["id"], 1), 1)).slice(0, 5)
     builder = dt.merge(
         source.drop_columns(list(generated)), on="t.id = s.id", source_alias="s", target_alias="t"
     )
-    builder = builder.when_matched_delete() if tracked else builder.when_matched_update_all()
+    builder = builder.when_matched_update_all()
     assert builder.when_not_matched_insert_all().execute().committed
-    if not tracked:
-        assert dt.optimize(z_order_by=["id"]).version is not None
+    assert dt.optimize(z_order_by=["id"]).version is not None
     dt.checkpoint()
 
 

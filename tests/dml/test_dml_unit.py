@@ -568,25 +568,29 @@ def test_append_only_refuses_delete_and_update(tmp_path: Path) -> None:
     assert m.num_inserted_rows == 1 and 77 in _ids(uri)
 
 
-def test_row_tracking_refuses_update(tmp_path: Path) -> None:
+def test_row_tracking_tables_accept_every_dml(tmp_path: Path) -> None:
+    # UPDATE, MERGE ... UPDATE and copy-on-write keep row ids (tests/row_tracking/ checks
+    # the ids); here: they commit instead of refusing, as before issue 15
     uri = str(tmp_path / "t")
-    try:
-        _three_files(uri, configuration={"delta.enableRowTracking": "true"})
-    except lq.errors.UnsupportedFeatureError:
-        pytest.skip("lakequery does not create row-tracking tables")
+    _three_files(uri, configuration={"delta.enableRowTracking": "true"})
     dt = lq.DeltaTable(uri)
-    with pytest.raises(lq.errors.UnsupportedFeatureError):
-        dt.update("id = 1", set={"a": "1"})
-    with pytest.raises(lq.errors.UnsupportedFeatureError):
-        dt.merge(
-            pa.table({"id": [1]}), on="t.id = s.id", source_alias="s", target_alias="t"
-        ).when_matched_update_all().execute()
-    assert _log_versions(uri) == [0, 1, 2]
-    # a DV delete keeps row ids: allowed
-    m = dt.delete("id = 1")
-    assert m.num_deleted_rows == 1
-    with pytest.raises(lq.errors.UnsupportedFeatureError):
-        dt.delete("id = 2", copy_on_write=True)
+    before = dict(
+        (r["id"], r["_row_id"])
+        for r in dt.snapshot().scan(columns=["id"], row_tracking=True).to_arrow().to_pylist()
+    )
+    assert dt.update("id = 1", set={"a": "1"}).committed
+    assert (
+        dt.merge(pa.table({"id": [1]}), on="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .execute()
+        .committed
+    )
+    assert dt.delete("id = 2", copy_on_write=True).committed
+    after = dict(
+        (r["id"], r["_row_id"])
+        for r in dt.snapshot().scan(columns=["id"], row_tracking=True).to_arrow().to_pylist()
+    )
+    assert after == {k: v for k, v in before.items() if k != 2}
 
 
 # --------------------------------------------------------------------------------------------

@@ -71,9 +71,7 @@ def test_empty_table_and_column_mapping(tmp_path: Path) -> None:
     assert lakequery_rows(mapped)["to_arrow"] == expected
 
 
-def test_row_tracking_refused_and_append_only_allowed(tmp_path: Path) -> None:
-    from lakequery.errors import UnsupportedFeatureError
-
+def test_row_tracking_and_append_only_allowed(tmp_path: Path) -> None:
     tracked = str(tmp_path / "rt")
     for k in range(2):
         lq.write(
@@ -82,8 +80,10 @@ def test_row_tracking_refused_and_append_only_allowed(tmp_path: Path) -> None:
             mode="append",
             configuration={"delta.enableRowTracking": "true"},
         )
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        lq.DeltaTable(tracked).optimize()
+    ids = lq.DeltaTable(tracked).snapshot().scan(row_tracking=True).to_arrow().sort_by("_row_id")
+    assert lq.DeltaTable(tracked).optimize().committed  # keeps the row ids
+    again = lq.DeltaTable(tracked).snapshot().scan(row_tracking=True).to_arrow()
+    assert again.sort_by("_row_id").equals(ids)
     append_only = str(tmp_path / "ao")
     for k in range(2):
         lq.write(
