@@ -165,6 +165,22 @@ def materialized_column(i: int) -> str:
     return f"__lq_mat{i}"
 
 
+#: The scheme and slashes DuckDB may respell in ``filename`` (``x://a`` comes back as
+#: ``x:///a`` from some fsspec filesystems): file keys leave them out on both sides.
+_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:/+"
+
+
+def _file_key(location: str) -> str:
+    """The key of a DuckDB path in the tables joined on ``filename``."""
+    return re.sub(_SCHEME, "", location)
+
+
+def _file_key_sql(column: str) -> str:
+    """The same key of DuckDB's ``filename`` column (evaluated once per vector: the column
+    is constant within each file's vectors)."""
+    return f"regexp_replace({column}, '{_SCHEME}', '')"
+
+
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
 _ROW_KEY_SPAN = 1 << 32
 
@@ -241,7 +257,7 @@ class _Builder:
     def register_partitions(self) -> None:
         plan = self.scan.plan()
         parts = plan.files.column("partition_values").combine_chunks()
-        locs = [self.storage.duckdb_path(p) for p in plan.location_list]
+        locs = [_file_key(self.storage.duckdb_path(p)) for p in plan.location_list]
         cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
@@ -251,7 +267,7 @@ class _Builder:
         which counts only the files DuckDB keeps after pruning the list with the query's
         filters (Hive partition values at bind, join filters on ``filename`` at run time),
         so its numbers shift under a filter the caller adds to the relation."""
-        locs = [self.storage.duckdb_path(p) for p in self.scan.plan().location_list]
+        locs = [_file_key(self.storage.duckdb_path(p)) for p in self.scan.plan().location_list]
         numbers = pa.array(np.arange(len(locs), dtype=np.int64))
         self.numbers_table = self._register("files", pa.table({"loc": locs, "num": numbers}))
 
@@ -316,9 +332,9 @@ class _Builder:
             )
         sql = f"SELECT {select} FROM {source} AS d"
         if joined:
-            sql += f" JOIN {self.parts_table} AS p ON d.filename = p.loc"
+            sql += f" JOIN {self.parts_table} AS p ON {_file_key_sql('d.filename')} = p.loc"
         if numbered:
-            sql += f" JOIN {self.numbers_table} AS n ON d.filename = n.loc"
+            sql += f" JOIN {self.numbers_table} AS n ON {_file_key_sql('d.filename')} = n.loc"
         if branch.deletion_vectors:
             sql += (
                 f" ANTI JOIN {self.dv_table} AS x ON x.k = "
@@ -423,7 +439,7 @@ def duckdb_relation(
             builder.register_partitions()
     deleted = deleted_rows(plan, storage)
     branches = _branches(groups, deleted, layout)
-    if deleted or row_ids:
+    if deleted or builder.row_ids:
         builder.register_file_numbers()
     if deleted:
         builder.register_deletions(deleted)
