@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lakequery.errors import (
     AppendOnlyError,
     ChangeDataFeedError,
+    ClusteringError,
     CommitConflictError,
     CommitError,
     CommitRetriesExhaustedError,
@@ -68,6 +69,7 @@ __all__ = [
     "AppendOnlyError",
     "ChangeDataFeedError",
     "ChangeScan",
+    "ClusteringError",
     "CommitConflictError",
     "CommitEntry",
     "CommitError",

@@ -159,6 +159,12 @@ class SchemaMismatchError(SchemaError):
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 
+class ClusteringError(SchemaError):
+    """A liquid clustering request the table cannot honour: clustering columns that do not
+    exist, cannot be keys or get no statistics, ``partition_by`` together with
+    ``cluster_by``, or ``z_order_by`` on a clustered table."""
+
+
 class ConstraintViolationError(LakeQueryError, ValueError):
     """Rows break a CHECK constraint, a column invariant or a generated column's expression."""
 
@@ -398,6 +404,7 @@ class SparkWorkerError(LakeQueryError, RuntimeError):
 
 __all__ = [
     "AppendOnlyError",
+    "ClusteringError",
     "CommitConflictError",
     "CommitError",
     "CommitRetriesExhaustedError",

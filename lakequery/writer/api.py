@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -36,6 +37,11 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from lakequery.clustering.create import (
+    CLUSTERING_FEATURE_PROPERTY,
+    apply_clustering,
+    requested_clustering,
+)
 from lakequery.commands.file_actions import (
     only_partition_columns,
     partition_match,
@@ -141,6 +147,10 @@ class WritePlan:
     storage_options: Mapping[str, Any] | None = None
     target_file_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: domainMetadata to commit: name -> configuration (e.g. ``delta.clustering``).
+    domains: dict[str, str] = field(default_factory=dict)
+    #: The clustering columns this write sets (new or replaced clustered table).
+    cluster_by: tuple[str, ...] | None = None
 
     @property
     def skipped(self) -> bool:
@@ -271,12 +281,14 @@ def plan_write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> WritePlan:
     """Step 1 of a write: decide everything on the driver (see the module docstring).
 
     Raises:
         TableAlreadyExistsError: ``mode="error"`` and the table exists.
         SchemaMismatchError: the data does not fit the table schema.
+        ClusteringError: ``cluster_by`` cannot be honoured (:mod:`lakequery.clustering`).
         SchemaError, ValueError: invalid options.
     """
     if mode not in _MODE_NAMES:
@@ -307,8 +319,14 @@ def plan_write(
         target_file_size=target_file_size,
     )
     stored, pseudo = _split_configuration(configuration)
+    replacing = snapshot is not None and schema_mode == "overwrite"
+    clustering = requested_clustering(snapshot, cluster_by, partition_by, replacing=replacing)
+    if clustering:
+        pseudo[CLUSTERING_FEATURE_PROPERTY] = "supported"
+        partition_by = []  # clustered tables are never partitioned
     if snapshot is None:
-        return _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
+        return apply_clustering(plan, clustering)
     if mode == "error":
         raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
     if mode == "ignore":
@@ -320,7 +338,8 @@ def plan_write(
             plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
             return plan
     if schema_mode == "overwrite":
-        return _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
+        return apply_clustering(plan, clustering)
     meta = snapshot.metadata
     if partition_by is not None and [c.lower() for c in partition_by] != [
         c.lower() for c in meta.partition_columns
@@ -507,6 +526,8 @@ def commit_write(
         txn.set_metadata(plan.metadata)
     if plan.protocol is not None:
         txn.set_protocol(plan.protocol)
+    for domain, configuration in plan.domains.items():
+        txn.set_domain(domain, configuration)
     removes: list[dict[str, Any]] = []
     if plan.mode == "overwrite" and not creating:
         removes, kept = _removes_for_overwrite(plan, txn)
@@ -573,6 +594,8 @@ def _parameters(plan: WritePlan) -> dict[str, Any]:
     params["partitionBy"] = list(parts or ())
     if plan.predicate is not None:
         params["predicate"] = plan.predicate
+    if plan.cluster_by is not None:
+        params["clusterBy"] = json.dumps(list(plan.cluster_by))
     return params
 
 
@@ -591,6 +614,7 @@ def write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> WriteResult:
     """Writes data to a Delta table, creating it when missing.
 
@@ -618,6 +642,9 @@ def write(
         app_version: the application's progress marker for this write.
         name: table name stored in the metadata (new tables).
         description: table description stored in the metadata.
+        cluster_by: liquid clustering columns of a new table (instead of
+            ``partition_by``; see :mod:`lakequery.clustering`); on an existing table it must
+            equal the table's clustering columns.
 
     Returns:
         A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
@@ -657,6 +684,7 @@ def write(
         app_version=app_version,
         name=name,
         description=description,
+        cluster_by=cluster_by,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
