@@ -469,6 +469,7 @@ class DeltaTable:
         curve: Literal["zorder", "hilbert"] = "zorder",
         max_concurrent_tasks: int | None = None,
         progress: ProgressCallback | None = None,
+        full: bool = False,
     ) -> OptimizeMetrics:
         """Compacts small files, purges deletion vectors, or clusters rows (Z-order or
         Hilbert) in one ``dataChange=false`` commit; see :mod:`lakequery.commands.optimize`.
@@ -481,6 +482,8 @@ class DeltaTable:
             curve: ``"zorder"`` or ``"hilbert"``.
             max_concurrent_tasks: bins rewritten at once (default: CPU count).
             progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
+            full: on a clustered table, recluster every file (Spark's ``OPTIMIZE FULL``);
+                by default only files not yet clustered by the clustering columns.
 
         Example:
             >>> import pyarrow as pa, lakequery as lq
@@ -502,6 +505,7 @@ class DeltaTable:
             curve=curve,
             max_concurrent_tasks=max_concurrent_tasks,
             progress=progress,
+            full=full,
         )
 
     def vacuum(
