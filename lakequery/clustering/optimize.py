@@ -10,7 +10,7 @@ clustered table it gets a :class:`ClusteredLayout` that replaces compaction's bi
   compacted like any other table.
 * **Marking**: every file the clustering writes gets ``add.clusteringProvider = "liquid"``
   and the tags Delta Spark writes: ``ZCUBE_ID`` (one id per OPTIMIZE run), and
-  ``ZCUBE_ZORDER_BY`` (the JSON list of the logical clustering columns) and
+  ``ZCUBE_ZORDER_BY`` (the compact JSON list of the logical clustering columns) and
   ``ZCUBE_ZORDER_CURVE`` (``hilbert``).
 * **Incremental**: a file counts as clustered when its ``ZCUBE_ZORDER_BY`` tag names the
   current clustering columns (by logical name, case-insensitively). Those are left alone
@@ -125,7 +125,7 @@ class ClusteredLayout:
         """The clustering's ``add`` actions with the provider and the ZCube tags."""
         tags = {
             ZCUBE_ID: self.zcube_id,
-            ZCUBE_ZORDER_BY: json.dumps(list(self.columns)),
+            ZCUBE_ZORDER_BY: json.dumps(list(self.columns), separators=(",", ":")),
             ZCUBE_ZORDER_CURVE: CLUSTERING_CURVE,
         }
         return [

@@ -52,7 +52,7 @@ def test_change_is_one_commit_and_the_next_optimize_reclusters(tmp_path: Path) -
     m = lq.DeltaTable(uri).optimize(target_file_size=TARGET)
     assert m.files_removed == before.files().num_rows
     assert m.z_order_by == ("k", "name")
-    assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in adds_of(uri, m.version)} == {'["k", "name"]'}
+    assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in adds_of(uri, m.version)} == {'["k","name"]'}
     assert not lq.DeltaTable(uri).optimize(target_file_size=TARGET).committed
     assert dl_ids(uri) == list(range(4000))
 

@@ -165,7 +165,7 @@ def test_two_clustering_columns(tmp_path: Path) -> None:
     lq.write(uri, data.slice(2048), mode="append")
     m = lq.DeltaTable(uri).optimize(target_file_size=8 * 1024)
     assert m.files_added > 1 and m.z_order_by == ("x", "y")
-    assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in adds_of(uri, m.version)} == {'["x", "y"]'}
+    assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in adds_of(uri, m.version)} == {'["x","y"]'}
     # each file covers a box much smaller than the whole 64 x 64 square
     for a in adds_of(uri, m.version):
         s = json.loads(a["stats"])
