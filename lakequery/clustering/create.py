@@ -40,6 +40,7 @@ from lakequery.clustering.domain import (
     clustering_columns,
     clustering_configuration,
     clustering_domain_name,
+    is_clustered_protocol,
     physical_clustering_columns,
     resolve_clustering_columns,
 )
@@ -162,12 +163,25 @@ def requested_clustering(
     return None
 
 
+def clustering_pseudo_properties(
+    snapshot: Snapshot | None, columns: list[str] | None
+) -> dict[str, str]:
+    """The creation-time pseudo-property asking for the ``clustering`` feature, when a
+    write sets clustering columns on a table whose protocol lacks it (a new table, or a
+    replaced one; a table with the preview's ``liquid`` feature keeps that one)."""
+    if not columns:
+        return {}
+    if snapshot is not None and is_clustered_protocol(snapshot.protocol):
+        return {}
+    return {CLUSTERING_FEATURE_PROPERTY: "supported"}
+
+
 def apply_clustering(plan: WritePlan, columns: list[str] | None) -> WritePlan:
     """Completes a planned write: the domain of a new (or replaced) clustered table, and
     the checks that a replaced clustered table stays valid (no partitions, its clustering
     columns still exist).
 
-    The clustering feature itself was requested through :data:`CLUSTERING_FEATURE_PROPERTY`
+    The clustering feature itself was requested through :func:`clustering_pseudo_properties`
     when the write was planned, so the protocol already has it.
 
     Raises:
@@ -181,7 +195,8 @@ def apply_clustering(plan: WritePlan, columns: list[str] | None) -> WritePlan:
     if snapshot is not None:
         domain = clustering_domain_name(snapshot.protocol, snapshot.domains) or domain
     if columns is not None:
-        if columns or snapshot is not None:
+        was_clustered = snapshot is not None and physical_clustering_columns(snapshot) is not None
+        if columns or was_clustered:  # [] on a clustered table: CLUSTER BY NONE
             setup = clustering_for_new_table(plan.metadata, columns, domain=domain)
             plan.domains[setup.domain] = setup.configuration
             plan.cluster_by = setup.columns
@@ -212,5 +227,6 @@ __all__ = [
     "ClusteringSetup",
     "apply_clustering",
     "clustering_for_new_table",
+    "clustering_pseudo_properties",
     "requested_clustering",
 ]

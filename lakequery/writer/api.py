@@ -38,8 +38,8 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from lakequery.clustering.create import (
-    CLUSTERING_FEATURE_PROPERTY,
     apply_clustering,
+    clustering_pseudo_properties,
     requested_clustering,
 )
 from lakequery.commands.file_actions import (
@@ -321,8 +321,8 @@ def plan_write(
     stored, pseudo = _split_configuration(configuration)
     replacing = snapshot is not None and schema_mode == "overwrite"
     clustering = requested_clustering(snapshot, cluster_by, partition_by, replacing=replacing)
+    pseudo.update(clustering_pseudo_properties(snapshot, clustering))
     if clustering:
-        pseudo[CLUSTERING_FEATURE_PROPERTY] = "supported"
         partition_by = []  # clustered tables are never partitioned
     if snapshot is None:
         plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)

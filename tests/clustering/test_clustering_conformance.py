@@ -192,3 +192,19 @@ def test_spark_layout_append_dml_and_incremental_optimize(tmp_path: Path) -> Non
     full = dt.optimize(full=True)
     assert full.files_removed == lq.DeltaTable(uri).snapshot(version=m.version).num_files
     assert dl_ids(uri) == expected
+
+
+def test_preview_table_replaced_keeps_its_preview_layout(tmp_path: Path) -> None:
+    uri = preview_copy(tmp_path)
+    before = lq.DeltaTable(uri).snapshot().protocol
+    data = pa.table({"id": pa.array([7, 8], pa.int64()), "w": ["a", "b"]})
+    r = lq.write(uri, data, mode="overwrite", schema_mode="overwrite", cluster_by=["w"])
+    actions = commit_actions(uri, r.version)
+    domains = [a["domainMetadata"] for a in actions if "domainMetadata" in a]
+    domains = [d for d in domains if d["domain"] != "delta.rowTracking"]
+    assert [d["domain"] for d in domains] == ["delta.liquid"]
+    assert json.loads(domains[0]["configuration"]) == {"clusteringColumns": [["w"]]}
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap.protocol == before  # no 'clustering' next to the preview's 'liquid'
+    assert clustering_columns(snap) == ["w"]
+    assert dl_ids(uri) == [7, 8]

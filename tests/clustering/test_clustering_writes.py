@@ -107,3 +107,18 @@ def test_delete_update_merge_keep_the_domain(tmp_path: Path) -> None:
     rows = lq.DeltaTable(uri).snapshot().scan().to_arrow().to_pylist()
     names = {r["id"]: r["name"] for r in rows}
     assert (names[5], names[6], names[7], names[42]) == ("five", "six", "seven", "forty-two")
+
+
+def test_schema_overwrite_with_empty_cluster_by(tmp_path: Path) -> None:
+    plain = str(tmp_path / "plain")
+    lq.write(plain, table_of(3))
+    r = lq.write(plain, table_of(2), mode="overwrite", schema_mode="overwrite", cluster_by=[])
+    assert not [a for a in commit_actions(plain, r.version) if "domainMetadata" in a]
+    snap = lq.DeltaTable(plain).snapshot()
+    assert clustering_columns(snap) is None and not snap.protocol.supports("clustering")
+    uri = clustered(tmp_path)
+    lq.write(uri, table_of(2), mode="overwrite", schema_mode="overwrite", cluster_by=[])
+    snap = lq.DeltaTable(uri).snapshot()
+    assert clustering_columns(snap) == []  # CLUSTER BY NONE: still a clustered table
+    assert snap.domains["delta.clustering"] == '{"clusteringColumns":[]}'
+    assert dl_ids(uri) == [0, 1]
