@@ -30,7 +30,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +40,7 @@ from lakequery.clustering.domain import (
     clustering_columns,
     clustering_configuration,
     clustering_domain_name,
+    column_list_json,
 )
 from lakequery.errors import ClusteringError
 from lakequery.txn import CommitResult, Transaction
@@ -100,8 +100,8 @@ def set_clustering_columns(
         snapshot,
         operation="CLUSTER BY",
         parameters={
-            "oldClusteringColumns": json.dumps(old),
-            "newClusteringColumns": json.dumps(names),
+            "oldClusteringColumns": column_list_json(old),
+            "newClusteringColumns": column_list_json(names),
         },
     )
     upgraded = _upgraded(snapshot.protocol, set(CLUSTERING_FEATURES))

@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,6 +39,7 @@ from lakequery.clustering.domain import (
     clustering_columns,
     clustering_configuration,
     clustering_domain_name,
+    column_list_json,
     is_clustered_protocol,
     physical_clustering_columns,
     resolve_clustering_columns,
@@ -75,7 +75,7 @@ class ClusteringSetup:
     @property
     def operation_parameter(self) -> str:
         """``clusterBy`` of the commit's operation parameters, as Delta Spark writes it."""
-        return json.dumps(list(self.columns))
+        return column_list_json(self.columns)
 
 
 def _mode(metadata: Metadata) -> str:

@@ -89,6 +89,12 @@ def clustering_configuration(paths: Sequence[ColumnPath]) -> str:
     return json.dumps({"clusteringColumns": [list(p) for p in paths]}, separators=(",", ":"))
 
 
+def column_list_json(names: Sequence[str]) -> str:
+    """A list of column names as Delta Spark puts it in commit parameters and tags
+    (compact JSON, e.g. ``["a","b"]``)."""
+    return json.dumps(list(names), separators=(",", ":"))
+
+
 def is_clustered_protocol(protocol: Protocol) -> bool:
     """Whether the protocol lists ``clustering`` (or the preview's ``liquid``)."""
     return protocol.supports("clustering") or protocol.supports("liquid")
@@ -256,6 +262,7 @@ __all__ = [
     "clustering_columns",
     "clustering_configuration",
     "clustering_domain_name",
+    "column_list_json",
     "is_clustered_protocol",
     "logical_names",
     "parse_clustering_columns",

@@ -48,7 +48,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.clustering.domain import CLUSTERING_PROVIDER, clustering_columns
+from lakequery.clustering.domain import (
+    CLUSTERING_PROVIDER,
+    clustering_columns,
+    column_list_json,
+)
 from lakequery.errors import ClusteringError
 
 if TYPE_CHECKING:
@@ -125,7 +129,7 @@ class ClusteredLayout:
         """The clustering's ``add`` actions with the provider and the ZCube tags."""
         tags = {
             ZCUBE_ID: self.zcube_id,
-            ZCUBE_ZORDER_BY: json.dumps(list(self.columns), separators=(",", ":")),
+            ZCUBE_ZORDER_BY: column_list_json(self.columns),
             ZCUBE_ZORDER_CURVE: CLUSTERING_CURVE,
         }
         return [

@@ -595,7 +595,7 @@ def _parameters(plan: WritePlan) -> dict[str, Any]:
     if plan.predicate is not None:
         params["predicate"] = plan.predicate
     if plan.cluster_by is not None:
-        params["clusterBy"] = json.dumps(list(plan.cluster_by))
+        params["clusterBy"] = json.dumps(list(plan.cluster_by), separators=(",", ":"))
     return params
 
 

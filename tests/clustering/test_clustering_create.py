@@ -42,7 +42,7 @@ def test_create_commits_features_domain_and_no_property(tmp_path: Path) -> None:
     assert meta["partitionColumns"] == []
     assert meta["configuration"] == {"delta.enableDeletionVectors": "true"}
     info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
-    assert info["operationParameters"]["clusterBy"] == '["id", "k"]'
+    assert info["operationParameters"]["clusterBy"] == '["id","k"]'
     assert clustering_columns(lq.DeltaTable(uri).snapshot()) == ["id", "k"]
     assert dl_ids(uri) == list(range(50))
     assert all(v == list(range(50)) for v in engine_ids(uri).values())
