@@ -17,6 +17,7 @@ __all__ = [
     "commit_actions",
     "copy_conformance_table",
     "dl_ids",
+    "dl_table",
     "engine_ids",
     "latest_version",
     "lq_ids",
