@@ -479,6 +479,8 @@ class DeltaTable:
             target_file_size: bytes per output file (``delta.targetFileSize``, else 128 MiB).
             min_file_size: files below this are compacted (default: the target).
             z_order_by: clustering columns; rewrites whole partitions sorted by the key.
+                Refused on a liquid-clustered table, which OPTIMIZE clusters by its own
+                clustering columns (Hilbert, incrementally; :mod:`lakequery.clustering`).
             curve: ``"zorder"`` or ``"hilbert"``.
             max_concurrent_tasks: bins rewritten at once (default: CPU count).
             progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
