@@ -589,6 +589,7 @@ def _files_table(
         "base_row_id": pa.nulls(n, pa.int64()),
         "default_row_commit_version": pa.nulls(n, pa.int64()),
         "tags": pa.nulls(n, pa.map_(pa.string(), pa.string())),
+        "clustering_provider": pa.nulls(n, pa.string()),
     }
     for i, arr in enumerate(raw):
         cols[f"partition_raw_{i}"] = arr

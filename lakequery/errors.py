@@ -169,6 +169,12 @@ class IdentityColumnError(LakeQueryError, ValueError):
         super().__init__(f"identity column {column!r}: {reason}")
 
 
+class ClusteringError(SchemaError):
+    """A liquid clustering request the table cannot honour: clustering columns that do not
+    exist, cannot be keys or get no statistics, ``partition_by`` together with
+    ``cluster_by``, or ``z_order_by`` on a clustered table."""
+
+
 class ConstraintViolationError(LakeQueryError, ValueError):
     """Rows break a CHECK constraint, a column invariant or a generated column's expression."""
 
@@ -437,6 +443,7 @@ class SparkWorkerError(LakeQueryError, RuntimeError):
 
 __all__ = [
     "AppendOnlyError",
+    "ClusteringError",
     "CommitConflictError",
     "CommitError",
     "CommitRetriesExhaustedError",

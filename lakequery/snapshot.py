@@ -191,8 +191,9 @@ class Snapshot:
         ``modification_time`` (ms), ``num_records`` (physical rows, from stats),
         ``stats`` (JSON string), ``deletion_vector`` (struct: storageType,
         pathOrInlineDv, offset, sizeInBytes, cardinality), ``base_row_id``,
-        ``default_row_commit_version``, ``tags`` and, for partitioned tables,
-        ``partition_values`` (a struct of typed values by logical column name).
+        ``default_row_commit_version``, ``tags``, ``clustering_provider`` and, for
+        partitioned tables, ``partition_values`` (a struct of typed values by logical
+        column name).
         """
         return self._files
 

@@ -91,6 +91,7 @@ class DeltaTable:
         mode: CreateMode = "error",
         storage_options: Mapping[str, Any] | None = None,
         identity: Mapping[str, Identity] | None = None,
+        cluster_by: Sequence[str] | None = None,
     ) -> DeltaTable:
         """Creates an empty table (one commit: protocol + metaData); see
         :mod:`lakequery.management.create`.
@@ -109,6 +110,9 @@ class DeltaTable:
             identity: identity columns (``{"id": lq.Identity(start=1, step=1)}``):
                 ``GENERATED ALWAYS`` (or, with ``always=False``, ``BY DEFAULT``) ``AS
                 IDENTITY`` columns of type long; see :mod:`lakequery.writer.identity`.
+            cluster_by: liquid clustering columns (instead of ``partition_by``): the
+                ``clustering`` feature and the ``delta.clustering`` domain, as Spark's
+                ``CREATE TABLE ... CLUSTER BY``; see :mod:`lakequery.clustering`.
 
         Raises:
             TableAlreadyExistsError: ``mode="error"`` and a table exists at ``uri``.
@@ -131,6 +135,7 @@ class DeltaTable:
             mode=mode,
             storage_options=storage_options,
             identity=identity,
+            cluster_by=cluster_by,
         )
 
     @property
@@ -556,6 +561,7 @@ class DeltaTable:
         curve: Literal["zorder", "hilbert"] = "zorder",
         max_concurrent_tasks: int | None = None,
         progress: ProgressCallback | None = None,
+        full: bool = False,
     ) -> OptimizeMetrics:
         """Compacts small files, purges deletion vectors, or clusters rows (Z-order or
         Hilbert) in one ``dataChange=false`` commit; see :mod:`lakequery.commands.optimize`.
@@ -565,9 +571,13 @@ class DeltaTable:
             target_file_size: bytes per output file (``delta.targetFileSize``, else 128 MiB).
             min_file_size: files below this are compacted (default: the target).
             z_order_by: clustering columns; rewrites whole partitions sorted by the key.
+                Refused on a liquid-clustered table, which OPTIMIZE clusters by its own
+                clustering columns (Hilbert, incrementally; :mod:`lakequery.clustering`).
             curve: ``"zorder"`` or ``"hilbert"``.
             max_concurrent_tasks: bins rewritten at once (default: CPU count).
             progress: callback receiving :class:`~lakequery.commands.progress.Progress`.
+            full: on a clustered table, recluster every file (Spark's ``OPTIMIZE FULL``);
+                by default only files not yet clustered by the clustering columns.
 
         Example:
             >>> import pyarrow as pa, lakequery as lq
@@ -589,6 +599,7 @@ class DeltaTable:
             curve=curve,
             max_concurrent_tasks=max_concurrent_tasks,
             progress=progress,
+            full=full,
         )
 
     def vacuum(

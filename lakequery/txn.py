@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
+from lakequery.clustering.domain import CLUSTERING_DOMAINS
 from lakequery.errors import (
     AppendOnlyError,
     CommitError,
@@ -62,6 +63,8 @@ from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
 log = logging.getLogger("lakequery.txn")
+#: System domains lakequery implements and may write (row tracking, clustering).
+_OWN_SYSTEM_DOMAINS = frozenset({ROW_TRACKING_DOMAIN, *CLUSTERING_DOMAINS})
 
 #: Attempts before :meth:`Transaction.commit` gives up on a table that never stops moving.
 DEFAULT_MAX_ATTEMPTS = 100
@@ -237,7 +240,7 @@ class Transaction:
 
     def set_domain(self, domain: str, configuration: str, *, removed: bool = False) -> None:
         """Commits a ``domainMetadata`` action."""
-        if domain.startswith("delta.") and domain != ROW_TRACKING_DOMAIN:
+        if domain.startswith("delta.") and domain not in _OWN_SYSTEM_DOMAINS:
             raise CommitError(f"system domain {domain!r} is not lakequery's to change")
         self._staged.domains[domain] = {
             "domain": domain,

@@ -65,6 +65,7 @@ def add_actions(
             "baseRowId": row.get("base_row_id"),
             "defaultRowCommitVersion": row.get("default_row_commit_version"),
             "tags": dict(row["tags"]) if row.get("tags") else None,
+            "clusteringProvider": row.get("clustering_provider"),
         }
         add.update({k: v for k, v in optional.items() if v is not None})
         out.append(add)

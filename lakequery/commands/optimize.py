@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.clustering.optimize import clustered_layout
 from lakequery.commands.file_actions import (
     only_partition_columns,
     partition_match,
@@ -459,6 +460,7 @@ def optimize(
     curve: Curve = "zorder",
     max_concurrent_tasks: int | None = None,
     progress: ProgressCallback | None = None,
+    full: bool = False,
 ) -> OptimizeMetrics:
     """Compacts (or clusters) the latest version of a table; see the module docstring.
 
@@ -473,6 +475,8 @@ def optimize(
         max_concurrent_tasks: bins rewritten at once (default: CPU count).
         progress: called with a :class:`~lakequery.commands.progress.Progress` as files
             finish; without it, a bar is drawn when stderr is a terminal.
+        full: on a clustered table, recluster every file, not only the unclustered ones
+            (:mod:`lakequery.clustering.optimize`).
 
     Returns:
         :class:`~lakequery.commands.metrics.OptimizeMetrics`; ``version`` is None when
@@ -481,6 +485,7 @@ def optimize(
     Raises:
         PredicateError: the predicate uses a non-partition column.
         SchemaError: a clustering column is missing or of an unsupported type.
+        ClusteringError: ``z_order_by`` on a clustered table (or ``full`` on another).
         CommitConflictError: a concurrent commit removed a rewritten file.
     """
     from lakequery.errors import SchemaError
@@ -489,7 +494,10 @@ def optimize(
     started = time.monotonic()
     snapshot = Snapshot(storage, load_state(storage, None))
     columns: tuple[str, ...] = ()
-    if z_order_by is not None:
+    layout = clustered_layout(snapshot, z_order_by=z_order_by, full=full)
+    if layout is not None and layout.clusters:  # liquid clustering: its columns, Hilbert
+        columns, curve = layout.columns, "hilbert"
+    elif z_order_by is not None:
         names = [z_order_by] if isinstance(z_order_by, str) else list(z_order_by)
         if not names:
             raise ValueError("z_order_by needs at least one column")
@@ -522,9 +530,12 @@ def optimize(
     target = state.target_file_size
     minimum = target if min_file_size is None else int(min_file_size)
     files = _considered(snapshot, predicate)
-    plan = plan_optimize(
-        snapshot, files, target_file_size=target, min_file_size=minimum, cluster=bool(columns)
-    )
+    if layout is not None and layout.clusters:
+        plan = layout.plan(snapshot, files)
+    else:
+        plan = plan_optimize(
+            snapshot, files, target_file_size=target, min_file_size=minimum, cluster=bool(columns)
+        )
     tasks = max(1, max_concurrent_tasks or os.cpu_count() or 1)
     all_adds: list[dict[str, Any]] = []
     if plan.bins:
@@ -565,6 +576,8 @@ def optimize(
             if failure is not None:
                 _delete_quietly(storage, all_adds)
                 raise failure
+    if layout is not None and layout.clusters:
+        all_adds = layout.mark(all_adds)
     rows = sorted(i for b in plan.bins for i in b.rows)
     removed = files.take(pa.array(rows, pa.int64())) if rows else files.slice(0, 0)
     cards = _dv_cardinality(removed)
@@ -595,6 +608,7 @@ def optimize(
             "zOrderBy": list(columns),
             **({"curve": curve} if columns else {}),
             "targetSize": target,
+            **(layout.parameters() if layout is not None else {}),
         },
     )
     txn.read_files(str(p) for p in removed.column("path").to_pylist())

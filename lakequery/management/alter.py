@@ -26,7 +26,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakequery.management.change import AlterResult, Planner, commit_change
@@ -133,6 +133,34 @@ class TableAlterer:
         """
         items = dict(metadata)
         return self.apply(lambda s: plan_set_column_metadata(s, column, items))
+
+    # -- clustering ---------------------------------------------------------------------------
+    def cluster_by(self, columns: Sequence[str]) -> AlterResult:
+        """ALTER TABLE CLUSTER BY: the liquid clustering columns (``[]``: CLUSTER BY NONE).
+
+        One commit of the ``delta.clustering`` domain (adding the ``clustering`` feature to
+        a plain table); the next ``optimize()`` clusters by the new columns. See
+        :func:`lakequery.clustering.alter.set_clustering_columns` (a concurrent change of
+        the clustering raises ``DomainMetadataConflictError``).
+
+        Raises:
+            ClusteringError: a column cannot be a clustering column, or the table is
+                partitioned.
+        """
+        from lakequery.clustering.alter import set_clustering_columns
+
+        before = self._table.snapshot().protocol
+        result = set_clustering_columns(self._table, list(columns))
+        after = self._table.snapshot(version=result.version).protocol
+        have = before.effective_reader_features() | before.effective_writer_features()
+        now = after.effective_reader_features() | after.effective_writer_features()
+        return AlterResult(
+            result.version,
+            "CLUSTER BY",
+            features_added=tuple(sorted(now - have)),
+            attempts=result.attempts,
+            parameters={"newClusteringColumns": list(columns)},
+        )
 
     # -- properties ---------------------------------------------------------------------------
     def set_properties(

@@ -104,6 +104,7 @@ def create_table(
     mode: CreateMode = "error",
     storage_options: Mapping[str, Any] | None = None,
     identity: Mapping[str, Identity] | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> DeltaTable:
     """Creates an empty Delta table (see :meth:`lakequery.DeltaTable.create`)."""
     from lakequery.table import DeltaTable
@@ -120,6 +121,12 @@ def create_table(
     metadata, protocol = new_table(
         fields, partition_by or (), configuration, name=name, description=description
     )
+    clustering = None
+    if cluster_by:  # liquid clustering: two more features and the delta.clustering domain
+        from lakequery.clustering.create import clustering_for_new_table
+
+        clustering = clustering_for_new_table(metadata, list(cluster_by))
+        protocol = upgraded_protocol(protocol, set(clustering.features)) or protocol
     existing = _latest(storage)
     if existing is not None:
         if mode == "ignore":
@@ -128,9 +135,12 @@ def create_table(
             raise TableAlreadyExistsError(
                 storage.root, "use mode='ignore' (IF NOT EXISTS) or 'overwrite' (OR REPLACE)"
             )
-    txn = Transaction(
-        storage, existing, operation=_OPERATIONS[mode], parameters=_parameters(metadata)
-    )
+    parameters = _parameters(metadata)
+    if clustering is not None:
+        parameters["clusterBy"] = clustering.operation_parameter
+    txn = Transaction(storage, existing, operation=_OPERATIONS[mode], parameters=parameters)
+    if clustering is not None:
+        txn.set_domain(clustering.domain, clustering.configuration)
     if existing is None:
         txn.set_protocol(protocol)
         txn.set_metadata(metadata)
@@ -141,6 +151,8 @@ def create_table(
             raise AppendOnlyError(storage.root, _OPERATIONS[mode])
         txn.set_metadata(replace(metadata, id=old.id, created_time=old.created_time))
         needed = table_features_in_use(metadata.schema, {**metadata.configuration, **pseudo})
+        if clustering is not None:
+            needed |= set(clustering.features)
         upgraded = upgraded_protocol(existing.protocol, needed)
         if upgraded is not None:
             txn.set_protocol(upgraded)

@@ -49,7 +49,8 @@ FEATURES: Mapping[str, FeatureSupport] = {
     "inCommitTimestamp": FeatureSupport("writer", True, True, "monotonic ICT in commitInfo"),
     "rowTracking": FeatureSupport("writer", True, True, "baseRowId and high-water mark"),
     "domainMetadata": FeatureSupport("writer", True, True, "domains preserved"),
-    "clustering": FeatureSupport("writer", True, False),
+    "clustering": FeatureSupport("writer", True, True, "delta.clustering domain, Hilbert OPTIMIZE"),
+    "liquid": FeatureSupport("writer", True, True, "Databricks preview name of clustering"),
     "icebergCompatV1": FeatureSupport("writer", True, False, "writable while not enabled"),
     "icebergCompatV2": FeatureSupport("writer", True, False, "writable while not enabled"),
     "allowColumnDefaults": FeatureSupport("writer", True, False, "writable while no default"),
@@ -208,9 +209,10 @@ def check_writable(
     Example:
         >>> check_writable(Protocol(1, 2))
         >>> check_writable(Protocol(1, 7, None, ("clustering", "domainMetadata")))
+        >>> check_writable(Protocol(1, 7, None, ("futureFeature",)))
         Traceback (most recent call last):
         ...
-        lakequery.errors.UnsupportedFeatureError: table feature 'clustering' is not supported for write by lakequery
+        lakequery.errors.UnsupportedFeatureError: table feature 'futureFeature' is not supported for write by lakequery
     """
     check_readable(protocol)
     wv = protocol.min_writer_version
@@ -252,7 +254,10 @@ _LEGACY_WRITER_VERSION: Mapping[str, int] = {
     "identityColumns": 6,
 }
 _READER_WRITER = frozenset(n for n, s in FEATURES.items() if s.kind == "reader-writer")
-_DEPENDS: Mapping[str, tuple[str, ...]] = {"rowTracking": ("domainMetadata",)}
+_DEPENDS: Mapping[str, tuple[str, ...]] = {
+    "rowTracking": ("domainMetadata",),
+    "clustering": ("domainMetadata",),
+}
 
 
 def features_in_use(
@@ -280,11 +285,11 @@ def features_in_use(
         used.add("identityColumns")
     if "timestamp_ntz" in type_names:
         used.add("timestampNtz")
-    for feature in list(used):
-        used.update(_DEPENDS.get(feature, ()))
     for key, value in configuration.items():  # delta.feature.<name> = supported
         if key.startswith("delta.feature.") and value.strip().lower() in ("supported", "enabled"):
             used.add(key.removeprefix("delta.feature."))
+    for feature in list(used):
+        used.update(_DEPENDS.get(feature, ()))
     return used
 
 

@@ -103,6 +103,7 @@ FILE_COLUMNS = (
     "base_row_id",
     "default_row_commit_version",
     "tags",
+    "clustering_provider",
 )
 
 _WINNERS = "_lq_winners"
@@ -167,7 +168,7 @@ def replay_files(
         add.stats AS stats, add.deletionVector AS deletion_vector,
         add.baseRowId AS base_row_id,
         add.defaultRowCommitVersion AS default_row_commit_version,
-        add.tags AS tags{raw_parts}"""
+        add.tags AS tags, add.clusteringProvider AS clustering_provider{raw_parts}"""
     live = _live_sql(checkpoint, commits, "add", cols)
     if small:  # one statement instead of three (create, read, drop); same winners
         return _stream_to_arrow(

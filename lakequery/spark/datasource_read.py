@@ -51,7 +51,14 @@ OPEN_COST_BYTES = 4 * 1024 * 1024
 TASKS_PER_CORE = 3
 
 #: ``Snapshot.files()`` columns an executor does not need (statistics were used to plan).
-_PLANNING_ONLY = ("stats", "tags", "modification_time", "base_row_id", "default_row_commit_version")
+_PLANNING_ONLY = (
+    "stats",
+    "tags",
+    "modification_time",
+    "base_row_id",
+    "default_row_commit_version",
+    "clustering_provider",
+)
 
 
 @dataclass(frozen=True)

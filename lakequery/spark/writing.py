@@ -145,8 +145,11 @@ def write(
     app_version: int | None = None,
     name: str | None = None,
     description: str | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> WriteResult:
-    """Writes a Spark DataFrame to a Delta table; options as in :func:`lakequery.write`.
+    """Writes a Spark DataFrame to a Delta table; options as in :func:`lakequery.write`
+    (``cluster_by``: liquid clustering columns of a new table, see
+    :mod:`lakequery.clustering`).
 
     Each Spark task writes its own files (so a partitioned table gets at least one file
     per task and partition value; repartition by the partition columns first for fewer
@@ -182,6 +185,7 @@ def write(
         app_version=app_version,
         name=name,
         description=description,
+        cluster_by=cluster_by,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])

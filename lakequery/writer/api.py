@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +36,11 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from lakequery.clustering.create import (
+    apply_clustering,
+    clustering_pseudo_properties,
+    requested_clustering,
+)
 from lakequery.commands.file_actions import (
     only_partition_columns,
     partition_match,
@@ -149,6 +155,10 @@ class WritePlan:
     storage_options: Mapping[str, Any] | None = None
     target_file_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: domainMetadata to commit: name -> configuration (e.g. ``delta.clustering``).
+    domains: dict[str, str] = field(default_factory=dict)
+    #: The clustering columns this write sets (new or replaced clustered table).
+    cluster_by: tuple[str, ...] | None = None
 
     @property
     def skipped(self) -> bool:
@@ -190,12 +200,14 @@ def plan_write(
     name: str | None = None,
     description: str | None = None,
     identity: Mapping[str, Identity] | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> WritePlan:
     """Step 1 of a write: decide everything on the driver (see the module docstring).
 
     Raises:
         TableAlreadyExistsError: ``mode="error"`` and the table exists.
         SchemaMismatchError: the data does not fit the table schema.
+        ClusteringError: ``cluster_by`` cannot be honoured (:mod:`lakequery.clustering`).
         SchemaError, ValueError: invalid options.
     """
     if mode not in _MODE_NAMES:
@@ -229,9 +241,14 @@ def plan_write(
     if identity and snapshot is not None and schema_mode != "overwrite":
         raise ValueError("identity= declares the identity columns of a new table")
     plan.extra["identity"] = dict(identity or {})
+    replacing = snapshot is not None and schema_mode == "overwrite"
+    clustering = requested_clustering(snapshot, cluster_by, partition_by, replacing=replacing)
+    pseudo.update(clustering_pseudo_properties(snapshot, clustering))
+    if clustering:
+        partition_by = []  # clustered tables are never partitioned
     if snapshot is None:
         plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
-        return with_generation(plan, schema)
+        return with_generation(apply_clustering(plan, clustering), schema)
     if mode == "error":
         raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
     if mode == "ignore":
@@ -244,7 +261,7 @@ def plan_write(
             return plan
     if schema_mode == "overwrite":
         plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
-        return with_generation(plan, schema)
+        return with_generation(apply_clustering(plan, clustering), schema)
     meta = snapshot.metadata
     if partition_by is not None and [c.lower() for c in partition_by] != [
         c.lower() for c in meta.partition_columns
@@ -431,6 +448,8 @@ def commit_write(
         txn.set_metadata(plan.metadata)
     if plan.protocol is not None:
         txn.set_protocol(plan.protocol)
+    for domain, configuration in plan.domains.items():
+        txn.set_domain(domain, configuration)
     removes: list[dict[str, Any]] = []
     if plan.mode == "overwrite" and not creating:
         removes, kept = _removes_for_overwrite(plan, txn)
@@ -502,6 +521,8 @@ def _parameters(plan: WritePlan) -> dict[str, Any]:
     params["partitionBy"] = list(parts or ())
     if plan.predicate is not None:
         params["predicate"] = plan.predicate
+    if plan.cluster_by is not None:
+        params["clusterBy"] = json.dumps(list(plan.cluster_by), separators=(",", ":"))
     return params
 
 
@@ -522,6 +543,7 @@ def write(
     description: str | None = None,
     identity: Mapping[str, Identity] | None = None,
     progress: ProgressCallback | None = None,
+    cluster_by: Sequence[str] | None = None,
 ) -> WriteResult:
     """Writes data to a Delta table, creating it when missing.
 
@@ -557,6 +579,9 @@ def write(
         progress: a callback receiving :class:`~lakequery.commands.progress.Progress`
             (rows and bytes written so far) after every batch; without one, a bar is
             drawn on a terminal or in Jupyter when the write takes a while.
+        cluster_by: liquid clustering columns of a new table (instead of
+            ``partition_by``; see :mod:`lakequery.clustering`); on an existing table it must
+            equal the table's clustering columns.
 
     Returns:
         A :class:`WriteResult` (``.version``, counts, ``.skipped``/``.message``).
@@ -598,6 +623,7 @@ def write(
         name=name,
         description=description,
         identity=identity,
+        cluster_by=cluster_by,
     )
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])

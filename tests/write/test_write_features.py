@@ -241,7 +241,6 @@ def test_cdf_table_domains_preserved(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "feature"),
     [
-        ("deltars_table_with_liquid_clustering", "liquid"),
         ("dat_iceberg_compat_v1", "icebergCompatV1"),
     ],
 )

@@ -1,0 +1,161 @@
+"""Changing the clustering columns (``set_clustering_columns``, the future
+``DeltaTable.alter.cluster_by``): one commit, the next OPTIMIZE reclusters by the new
+columns, ``[]`` stops clustering, a plain table becomes clustered with its protocol
+upgraded in the same commit, and a concurrent change conflicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from clusterkit import adds_of, commit_actions, dl_ids, table_of
+
+import lakequery as lq
+from lakequery.clustering.alter import set_clustering_columns
+from lakequery.clustering.domain import clustering_columns
+from lakequery.errors import ClusteringError, CommitConflictError
+from lakequery.txn import Transaction
+from lakequery.writer import commit_write, plan_write
+from lakequery.writer.data_files import write_data_files
+
+TARGET = 16 * 1024
+
+
+def clustered_and_optimized(tmp_path: Path) -> str:
+    uri = str(tmp_path / "t")
+    lq.write(uri, table_of(2000), cluster_by=["id"])
+    lq.write(uri, table_of(2000, start=2000), mode="append")
+    lq.DeltaTable(uri).optimize(target_file_size=TARGET)
+    return uri
+
+
+def test_change_is_one_commit_and_the_next_optimize_reclusters(tmp_path: Path) -> None:
+    uri = clustered_and_optimized(tmp_path)
+    before = lq.DeltaTable(uri).snapshot()
+    r = set_clustering_columns(uri, ["K", "name"])
+    actions = commit_actions(uri, r.version)
+    assert [list(a) for a in actions] == [["commitInfo"], ["domainMetadata"]]
+    assert actions[1]["domainMetadata"] == {
+        "domain": "delta.clustering",
+        "configuration": '{"clusteringColumns":[["k"],["name"]]}',
+        "removed": False,
+    }
+    params = actions[0]["commitInfo"]["operationParameters"]
+    assert json.loads(params["oldClusteringColumns"]) == ["id"]
+    assert json.loads(params["newClusteringColumns"]) == ["k", "name"]
+    after = lq.DeltaTable(uri).snapshot()
+    assert clustering_columns(after) == ["k", "name"]
+    assert after.protocol == before.protocol
+    # no data rewritten by the change; the next OPTIMIZE takes every file (clustered by id)
+    assert after.files().num_rows == before.files().num_rows
+    m = lq.DeltaTable(uri).optimize(target_file_size=TARGET)
+    assert m.files_removed == before.files().num_rows
+    assert m.z_order_by == ("k", "name")
+    assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in adds_of(uri, m.version)} == {'["k","name"]'}
+    assert not lq.DeltaTable(uri).optimize(target_file_size=TARGET).committed
+    assert dl_ids(uri) == list(range(4000))
+
+
+def test_cluster_by_none_compacts_without_clustering(tmp_path: Path) -> None:
+    uri = clustered_and_optimized(tmp_path)
+    set_clustering_columns(uri, [])
+    snap = lq.DeltaTable(uri).snapshot()
+    assert clustering_columns(snap) == []
+    assert snap.domains["delta.clustering"] == '{"clusteringColumns":[]}'
+    assert "clustering" in snap.protocol.writer_features
+    for i in range(3):
+        lq.write(uri, table_of(10, start=4000 + 10 * i), mode="append")
+    m = lq.DeltaTable(uri).optimize()  # plain compaction of the small files
+    assert m.committed and m.z_order_by == () and m.curve is None
+    assert all("clusteringProvider" not in a for a in adds_of(uri, m.version))
+    assert dl_ids(uri) == list(range(4030))
+
+
+@pytest.mark.parametrize(
+    ("config", "legacy_writer", "features"),
+    [
+        ({}, 1, {"clustering", "domainMetadata"}),
+        # a legacy writer version's implied features become explicit table features
+        (
+            {"delta.constraints.pos": "id >= 0"},
+            3,
+            {"appendOnly", "invariants", "checkConstraints", "clustering", "domainMetadata"},
+        ),
+    ],
+)
+def test_clustering_a_plain_table_upgrades_its_protocol(
+    tmp_path: Path, config: dict[str, str], legacy_writer: int, features: set[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    config = {"delta.enableDeletionVectors": "false", **config}
+    lq.write(uri, table_of(50), configuration=config)
+    assert lq.DeltaTable(uri).snapshot().protocol.min_writer_version == legacy_writer
+    r = set_clustering_columns(uri, ["id"])
+    actions = commit_actions(uri, r.version)
+    proto = next(a["protocol"] for a in actions if "protocol" in a)
+    assert (proto["minReaderVersion"], proto["minWriterVersion"]) == (1, 7)
+    assert set(proto["writerFeatures"]) == features
+    assert clustering_columns(lq.DeltaTable(uri).snapshot()) == ["id"]
+    m = lq.DeltaTable(uri).optimize()
+    assert m.curve == "hilbert" and m.files_removed == 1
+    assert dl_ids(uri) == list(range(50))
+
+
+def test_refusals(tmp_path: Path) -> None:
+    part = str(tmp_path / "p")
+    lq.write(part, table_of(6), partition_by=["k"])
+    with pytest.raises(ClusteringError, match="partitioned"):
+        set_clustering_columns(part, ["id"])
+    uri = str(tmp_path / "t")
+    lq.write(uri, table_of(6), cluster_by=["id"])
+    with pytest.raises(ClusteringError, match="no column 'zz'"):
+        set_clustering_columns(uri, ["zz"])
+    with pytest.raises(TypeError):
+        set_clustering_columns(uri, "id")
+    assert clustering_columns(lq.DeltaTable(uri).snapshot()) == ["id"]
+
+
+def test_concurrent_clustering_changes_conflict(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, table_of(6), cluster_by=["id"])
+    dt = lq.DeltaTable(uri)
+    stale = dt.snapshot()
+    set_clustering_columns(uri, ["k"])
+    txn = Transaction(dt.storage, stale, operation="CLUSTER BY")
+    txn.set_domain("delta.clustering", '{"clusteringColumns":[["name"]]}')
+    with pytest.raises(CommitConflictError):
+        txn.commit()
+    assert clustering_columns(lq.DeltaTable(uri).snapshot()) == ["k"]
+    # an append planned before a change commits after it, without conflict
+    data = table_of(2, start=6)
+    plan = plan_write(uri, data.schema, mode="append")
+    set_clustering_columns(uri, ["name"])
+    result = commit_write(plan, write_data_files(data, plan.state))
+    assert result.attempts == 2
+    assert clustering_columns(lq.DeltaTable(uri).snapshot()) == ["name"]
+    assert dl_ids(uri) == list(range(8))
+
+
+def test_alter_cluster_by_and_create_cluster_by(tmp_path: Path) -> None:
+    import deltalake
+
+    uri = str(tmp_path / "created")
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    dt = lq.DeltaTable.create(uri, schema, cluster_by=["k"])
+    assert dt.detail().clustering_columns == ("k",)
+    assert {"clustering", "domainMetadata"} <= set(dt.snapshot().protocol.writer_features or ())
+    lq.write(uri, pa.table({"k": [3, 1, 2], "v": ["c", "a", "b"]}), mode="append")
+    result = dt.alter.cluster_by(["v"])
+    assert result.operation == "CLUSTER BY" and result.version == 2
+    assert dt.detail().clustering_columns == ("v",)
+    none = dt.alter.cluster_by([])
+    assert none.version == 3 and dt.detail().clustering_columns == ()
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+    got = sorted(pa.table(query.execute("SELECT * FROM t")).to_pylist(), key=lambda r: r["k"])
+    assert got == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+    plain = str(tmp_path / "plain")
+    lq.write(plain, pa.table({"k": [1]}), configuration={"delta.enableDeletionVectors": "false"})
+    added = lq.DeltaTable(plain).alter.cluster_by(["k"])
+    assert set(added.features_added) >= {"clustering", "domainMetadata"}
