@@ -21,17 +21,9 @@ from tablekit import TableKit, commit_info, conformance_table, domain_action, pr
 
 import lakequery as lq
 from lakequery.clustering.domain import clustering_columns
-from lakequery.errors import UnsupportedFeatureError
 
 NAME = "deltars_table_with_liquid_clustering"
 PREVIEW_DOMAIN = '{"clusteringColumns":[{"physicalName":["id"]}],"domainName":"delta.liquid"}'
-#: Row tracking blocks these on the preview table until issue 15 item 2 (row tracking in
-#: every command) lands; strict: the marker must go once it does.
-ROW_TRACKING_PENDING = pytest.mark.xfail(
-    raises=UnsupportedFeatureError,
-    strict=True,
-    reason="rowTracking: rewriting rows needs preserved row ids (issue 15 item 2)",
-)
 
 
 def ids(n: list[int]) -> pa.Table:
@@ -79,7 +71,6 @@ def test_preview_table_merge_insert(tmp_path: Path) -> None:
     assert dl_ids(uri) == [*range(10), 50]
 
 
-@ROW_TRACKING_PENDING
 def test_preview_table_update(tmp_path: Path) -> None:
     uri = preview_copy(tmp_path)
     v = lq.DeltaTable(uri).update("id = 4", set={"id": "id + 1000"}).version
@@ -87,7 +78,6 @@ def test_preview_table_update(tmp_path: Path) -> None:
     assert dl_ids(uri) == [0, 1, 2, 3, 5, 6, 7, 8, 9, 1004]
 
 
-@ROW_TRACKING_PENDING
 def test_preview_table_merge_update(tmp_path: Path) -> None:
     uri = preview_copy(tmp_path)
     dt = lq.DeltaTable(uri)
@@ -101,12 +91,18 @@ def test_preview_table_merge_update(tmp_path: Path) -> None:
     assert dl_ids(uri) == [0, 1, 2, 4, 5, 6, 7, 8, 9, 50, 1003]
 
 
-@ROW_TRACKING_PENDING
 def test_preview_table_optimize(tmp_path: Path) -> None:
     uri = preview_copy(tmp_path)
     lq.write(uri, ids([20, 11, 15]), mode="append")
+
+    def row_ids() -> dict[int, int]:
+        rows = lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow().to_pylist()
+        return {r["id"]: r["_row_id"] for r in rows}
+
+    before = row_ids()
     m = lq.DeltaTable(uri).optimize()
     assert_preview_kept(uri, m.version)
+    assert row_ids() == before  # the table has row tracking: clustering keeps row ids
     assert m.curve == "hilbert" and m.files_removed == 11
     assert all(a["clusteringProvider"] == "liquid" for a in adds_of(uri, m.version))
     assert dl_ids(uri) == [*range(10), 11, 15, 20]
