@@ -736,3 +736,22 @@ def sorted_rows(table: pa.Table, key: Sequence[str] | None = None) -> list[dict[
         return tuple((row[c] is not None, row[c] if row[c] is not None else 0) for c in cols)
 
     return sorted(rows, key=k)
+
+
+def read_engines(uri: str, version: int | None = None, **kw: Any) -> dict[str, pa.Table]:
+    """The table at ``version`` (latest by default) as lakequery's Arrow, DuckDB and Polars
+    engines read it; ``kw`` goes to :class:`lakequery.DeltaTable` (``storage_options``)."""
+    import duckdb
+
+    import lakequery as lq
+
+    scan = lq.DeltaTable(uri, **kw).snapshot(version=version).scan()
+    con = duckdb.connect()
+    try:
+        return {
+            "arrow": scan.to_arrow(),
+            "duckdb": scan.to_duckdb(con).to_arrow_table(),
+            "polars": scan.to_polars().collect().to_arrow(),
+        }
+    finally:
+        con.close()

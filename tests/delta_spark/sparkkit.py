@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pytest
+from tablekit import read_engines
 
 import lakequery as lq
 from lakequery.log_segment import list_log
@@ -168,16 +168,7 @@ def lq_read(uri: str, *, version: int | None = None, where: str | None = None) -
 
 def lq_engines(uri: str, version: int | None = None) -> dict[str, pa.Table]:
     """The table as lakequery's Arrow, DuckDB and Polars engines read it."""
-    scan = lq.DeltaTable(uri).snapshot(version=version).scan()
-    con = duckdb.connect()
-    try:
-        return {
-            "arrow": scan.to_arrow(),
-            "duckdb": scan.to_duckdb(con).to_arrow_table(),
-            "polars": scan.to_polars().collect().to_arrow(),
-        }
-    finally:
-        con.close()
+    return read_engines(uri, version)
 
 
 def reconstructable_versions(uri: str) -> list[int]:
@@ -199,3 +190,28 @@ def copy_table(uri: str, dest: Path) -> str:
     """A copy of a table (file times kept, so commit timestamps stay the same)."""
     shutil.copytree(uri, dest, copy_function=shutil.copy2)
     return str(dest)
+
+
+#: DESCRIBE DETAIL columns compared as they are (properties and features separately).
+DETAIL_COLUMNS = (
+    "format",
+    "id",
+    "name",
+    "description",
+    "partitionColumns",
+    "clusteringColumns",
+    "numFiles",
+    "sizeInBytes",
+    "minReaderVersion",
+    "minWriterVersion",
+)
+
+
+def assert_same_detail(spark: Any, uri: str, what: str = "") -> None:
+    """Spark's DESCRIBE DETAIL equals ``DeltaTable.detail().to_dict()`` column by column."""
+    (theirs,) = delta_sql(spark, "DESCRIBE DETAIL {t}", uri).toArrow().to_pylist()
+    ours = lq.DeltaTable(uri).detail().to_dict()
+    for column in DETAIL_COLUMNS:
+        assert theirs[column] == ours[column], f"{what}: DESCRIBE DETAIL {column}"
+    assert dict(theirs["properties"]) == ours["properties"], what
+    assert sorted(theirs["tableFeatures"]) == ours["tableFeatures"], what

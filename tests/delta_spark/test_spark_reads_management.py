@@ -15,31 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from sparkkit import assert_same_rows, delta_sql, lq_read, spark_read
+from sparkkit import assert_same_detail, assert_same_rows, lq_read, spark_read
 
 import lakequery as lq
-
-DETAIL_COLUMNS = (
-    "format",
-    "id",
-    "name",
-    "description",
-    "partitionColumns",
-    "clusteringColumns",
-    "numFiles",
-    "sizeInBytes",
-    "minReaderVersion",
-    "minWriterVersion",
-)
-
-
-def check_detail(spark: Any, uri: str) -> None:
-    (theirs,) = delta_sql(spark, "DESCRIBE DETAIL {t}", uri).toArrow().to_pylist()
-    ours = lq.DeltaTable(uri).detail().to_dict()
-    for column in DETAIL_COLUMNS:
-        assert theirs[column] == ours[column], column
-    assert dict(theirs["properties"]) == ours["properties"]
-    assert sorted(theirs["tableFeatures"]) == ours["tableFeatures"]
 
 
 def parquet_folder(root: Path) -> pa.Table:
@@ -84,10 +62,10 @@ def test_spark_reads_a_created_table(delta_spark: Any, tmp_path: Path) -> None:
         description="by DeltaTable.create",
     )
     assert spark_read(delta_spark, uri).num_rows == 0
-    check_detail(delta_spark, uri)
+    assert_same_detail(delta_spark, uri)
     lq.write(uri, pa.table({"id": [1, 2, 3], "g": ["x", "y", None]}), mode="append")
     assert_same_rows(spark_read(delta_spark, uri), lq_read(uri), "created + appended")
-    check_detail(delta_spark, uri)
+    assert_same_detail(delta_spark, uri)
 
 
 def test_spark_reads_a_converted_folder(delta_spark: Any, tmp_path: Path) -> None:
@@ -109,7 +87,7 @@ def test_spark_reads_a_converted_folder(delta_spark: Any, tmp_path: Path) -> Non
         assert_same_rows(
             spark_read(delta_spark, uri, where=where), lq_read(uri, where=where), where
         )
-    check_detail(delta_spark, uri)
+    assert_same_detail(delta_spark, uri)
 
     # Spark's own CONVERT TO DELTA of the same files, with the types lakequery inferred
     delta_spark.sql(
@@ -148,4 +126,4 @@ def test_spark_reads_a_repaired_table(delta_spark: Any, tmp_path: Path) -> None:
     assert dt_.repair(dry_run=False).files_removed == (lost,)
     assert_same_rows(spark_read(delta_spark, uri), lq_read(uri), "after FSCK")
     assert sorted(lq_read(uri)["g"].to_pylist()) == ["a", "c"]
-    check_detail(delta_spark, uri)
+    assert_same_detail(delta_spark, uri)

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
+from tablekit import read_engines
 
 import lakequery as lq
 
@@ -40,20 +41,6 @@ def rows_of(table: pa.Table, columns: Sequence[str] | None = None) -> list[tuple
     table = table.select(columns)
     out = [tuple(_norm_value(r[c]) for c in columns) for r in table.to_pylist()]
     return sorted(out, key=repr)
-
-
-def read_engines(uri: str, version: int | None = None, **kw: Any) -> dict[str, pa.Table]:
-    """The table at ``version`` as read by lakequery's to_arrow, to_duckdb and to_polars."""
-    scan = lq.DeltaTable(uri, **kw).snapshot(version=version).scan()
-    con = duckdb.connect()
-    try:
-        return {
-            "arrow": scan.to_arrow(),
-            "duckdb": scan.to_duckdb(con).to_arrow_table(),
-            "polars": scan.to_polars().collect().to_arrow(),
-        }
-    finally:
-        con.close()
 
 
 def deltalake_table(uri: str, version: int | None = None) -> pa.Table:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import duckdb
 import pyarrow as pa
+from tablekit import read_engines
 
 import lakequery as lq
 from lakequery.management.alter import TableAlterer
@@ -20,16 +20,7 @@ def rows(table: pa.Table, key: str = "id") -> list[dict[str, Any]]:
 
 def engine_tables(uri: str) -> dict[str, pa.Table]:
     """The latest version as read by each lakequery engine."""
-    scan = lq.DeltaTable(uri).snapshot().scan()
-    con = duckdb.connect()
-    try:
-        return {
-            "arrow": scan.to_arrow(),
-            "duckdb": scan.to_duckdb(con).to_arrow_table(),
-            "polars": scan.to_polars().collect().to_arrow(),
-        }
-    finally:
-        con.close()
+    return read_engines(uri)
 
 
 def assert_engines(uri: str, expected: list[dict[str, Any]], key: str = "id") -> None:
