@@ -755,3 +755,23 @@ def read_engines(uri: str, version: int | None = None, **kw: Any) -> dict[str, p
         }
     finally:
         con.close()
+
+
+def copy_conformance_table(name: str, dest_dir: Path | str) -> Path:
+    """A writable copy of a conformance table under ``dest_dir`` (never write to the
+    shared set). A missing table fails the test: the conformance set is required."""
+    import shutil
+    import stat
+
+    source = conformance_table(name)
+    assert source.exists(), (
+        f"conformance table {name} missing at {source}: clone the repo beside shared/ or "
+        f"set {CONFORMANCE_ENV}"
+    )
+    target = Path(dest_dir) / name
+    shutil.copytree(source, target)
+    for dirpath, _, filenames in os.walk(target):
+        os.chmod(dirpath, stat.S_IRWXU)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), stat.S_IRUSR | stat.S_IWUSR)
+    return target

@@ -8,14 +8,13 @@ files are read as JSON.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import deltalake
 import pyarrow as pa
 import pytest
-from tablekit import conformance_table
+from tablekit import copy_conformance_table
 
 import lakequery as lq
 from lakequery.writer.identity import Identity, identity_schema
@@ -48,12 +47,7 @@ def ids(table: pa.Table, column: str = "id") -> list[int]:
 
 
 def copy_spark_table(tmp_path: Path) -> str:
-    source = conformance_table(SPARK_TABLE)
-    if not source.exists():
-        pytest.skip(f"conformance table {SPARK_TABLE} not available")
-    target = tmp_path / SPARK_TABLE
-    shutil.copytree(source, target)
-    return str(target)
+    return str(copy_conformance_table(SPARK_TABLE, tmp_path))
 
 
 def test_generated_always_values_and_high_water_mark(tmp_path: Path) -> None:

@@ -4,25 +4,19 @@ engines and ``deltalake`` read the result."""
 
 from __future__ import annotations
 
-import shutil
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from altkit import assert_engines, config_of, deltalake_rows, protocol_of, rows
-from tablekit import conformance_table
+from tablekit import copy_conformance_table
 
 import lakequery as lq
 
 
 def _copy(tmp_path: Path, name: str) -> str:
-    source = conformance_table(name)
-    if not source.exists():
-        pytest.skip(f"conformance table {name} not present")
-    target = tmp_path / name
-    shutil.copytree(source, target)
-    return str(target)
+    return str(copy_conformance_table(name, tmp_path))
 
 
 def _read(uri: str, key: str) -> list[dict[str, object]]:

@@ -11,6 +11,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 from readers_kit import deltalake_table, rows
+from tablekit import read_actions
 
 import lakequery as lq
 from lakequery.errors import AppendOnlyError, SchemaError, TableAlreadyExistsError
@@ -25,8 +26,7 @@ def uri(tmp_path: Path) -> str:
 
 
 def commit(uri: str, version: int) -> list[dict[str, Any]]:
-    text = (Path(uri) / "_delta_log" / f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return read_actions(Path(uri) / "_delta_log" / f"{version:020d}.json")
 
 
 def test_empty_partitioned_table_in_one_commit(uri: str) -> None:

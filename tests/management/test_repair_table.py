@@ -4,7 +4,6 @@ lakequery and by ``deltalake``."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from readers_kit import deltalake_table, rows
+from tablekit import read_actions
 
 import lakequery as lq
 from lakequery.errors import LakeQueryError
@@ -23,8 +23,7 @@ def uri(tmp_path: Path) -> str:
 
 
 def commit(uri: str, version: int) -> list[dict[str, Any]]:
-    text = (Path(uri) / "_delta_log" / f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return read_actions(Path(uri) / "_delta_log" / f"{version:020d}.json")
 
 
 def build(uri: str) -> list[str]:

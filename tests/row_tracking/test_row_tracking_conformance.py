@@ -7,14 +7,12 @@ by ``deltalake``. Copies in ``tmp_path`` only; the shared tables are never modif
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from rtkit import check_invariants, config_names
-from tablekit import conformance_table
+from tablekit import copy_conformance_table
 
 import lakequery as lq
 
@@ -24,12 +22,7 @@ SPARK_ROW_VERSION = "_row-commit-version-col-2f60dcc1-9e36-4424-95e7-799b707e4dd
 
 
 def _copy(tmp_path: Path) -> Path:
-    src = conformance_table(NAME)
-    if not src.exists():
-        pytest.skip(f"conformance table {NAME} not present")
-    dst = tmp_path / NAME
-    shutil.copytree(src, dst)
-    return dst
+    return copy_conformance_table(NAME, tmp_path)
 
 
 def _unclustered_copy(tmp_path: Path) -> Path:
@@ -79,14 +72,9 @@ def test_reads_spark_row_ids(tmp_path: Path) -> None:
 
 
 def test_spark_table_as_is(tmp_path: Path) -> None:
-    """UPDATE on the untouched copy: it also needs lakequery to write clustered tables
-    (issue 15 item 1, another branch); until then lakequery refuses cleanly."""
+    """UPDATE on the untouched copy (clustered and row-tracked, as Databricks wrote it)."""
     root = _copy(tmp_path)
-    try:
-        lq.DeltaTable(str(root)).update("id = 3", set={"id": "30"})
-    except lq.UnsupportedFeatureError as exc:
-        assert exc.feature in ("liquid", "clustering")
-        pytest.skip(f"lakequery does not write clustered tables yet: {exc}")
+    lq.DeltaTable(str(root)).update("id = 3", set={"id": "30"})
     ids = _ids(root)
     assert ids[30] == (3, 1) and all(ids[k] == (k, 0) for k in range(10) if k != 3)
     assert _deltalake_ids(root) == sorted([k for k in range(10) if k != 3] + [30])

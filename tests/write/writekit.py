@@ -160,16 +160,7 @@ def commit_actions(uri: str, version: int) -> list[dict[str, Any]]:
 
 def copy_conformance_table(name: str, dest: Any) -> str:
     """Copies a table of the shared conformance set to ``dest/name``; returns the path."""
-    import shutil
-    from pathlib import Path
 
-    from tablekit import conformance_table
+    from tablekit import copy_conformance_table
 
-    source = conformance_table(name)
-    if not source.exists():
-        import pytest
-
-        pytest.skip(f"conformance table {name} not available at {source}")
-    target = Path(dest) / name
-    shutil.copytree(source, target)
-    return str(target)
+    return str(copy_conformance_table(name, dest))
