@@ -45,6 +45,8 @@ from lakequery.snapshot import Snapshot
 from lakequery.txn import Transaction
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from lakequery.table import DeltaTable
 
 __all__ = ["AlterChange", "AlterResult", "Planner", "commit_change"]
@@ -66,6 +68,8 @@ class AlterChange:
         reads_whole_table: the change depends on every row (``add_constraint``) or file
             (row-tracking enablement), so concurrent appends conflict with it.
         rows_checked: live rows the planner checked (``add_constraint``).
+        backfill: rows of ``Snapshot.files()`` to re-add unchanged (``dataChange=false``)
+            so that the commit assigns them row ids (enabling row tracking).
     """
 
     operation: str
@@ -74,6 +78,7 @@ class AlterChange:
     protocol: Protocol | None = None
     reads_whole_table: bool = False
     rows_checked: int | None = None
+    backfill: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,14 @@ def commit_change(
         txn.set_metadata(change.metadata)
         if change.protocol is not None:
             txn.set_protocol(change.protocol)
+        if change.backfill is not None and change.backfill.num_rows:
+            from lakequery.commands.file_actions import add_actions
+
+            readds = add_actions(snap, change.backfill, data_change=False)
+            for add in readds:  # the commit numbers them above the high-water mark
+                add.pop("baseRowId", None)
+                add.pop("defaultRowCommitVersion", None)
+            txn.add_files(readds)
         try:
             result = txn.commit()
         except (ConcurrentAppendError, ConcurrentDeleteReadError):

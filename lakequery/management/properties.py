@@ -20,9 +20,10 @@ Decisions (the issue leaves them open):
   UniForm and variant-shredding switches lakequery cannot honour when writing.
 * Boolean, interval, integer and enumerated values are validated before anything is
   committed.
-* Enabling row tracking on a table whose files lack ``baseRowId`` is refused (no
-  backfill); on a table with no files it is allowed, and the commit then conflicts with
-  concurrent appends (whose files would lack row ids).
+* Enabling row tracking on a table whose files lack ``baseRowId`` backfills them: the
+  same commit re-adds those files (``dataChange=false``), which assigns their row ids.
+  The commit conflicts with concurrent appends (whose files would lack row ids) and is
+  planned again.
 
 Example:
     >>> import pyarrow as pa, lakequery as lq
@@ -42,7 +43,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from lakequery.errors import AlterTableError, SchemaError
+from lakequery.errors import AlterTableError
 from lakequery.management.change import AlterChange
 from lakequery.management.columns import MODE_KEY, with_name_mapping
 from lakequery.protocol.features import FEATURES, table_features_in_use, upgraded_protocol
@@ -53,7 +54,7 @@ from lakequery.protocol.row_tracking_enablement import (
 from lakequery.protocol.row_tracking_enablement import (
     ROW_COMMIT_VERSION_COLUMN_KEY,
     ROW_ID_COLUMN_KEY,
-    check_row_tracking_enablement,
+    files_to_backfill,
     with_row_tracking_columns,
 )
 from lakequery.protocol.schema import schema_to_json
@@ -261,10 +262,7 @@ def plan_properties(
         raise fail(
             f"column mapping mode {snapshot.column_mapping_mode!r} cannot change to {wanted_mode!r}"
         )
-    try:
-        check_row_tracking_enablement(snapshot, config)
-    except SchemaError as exc:
-        raise fail(str(exc)) from None
+    backfill = files_to_backfill(snapshot, config)  # files without row ids get them now
     config = with_row_tracking_columns(config)
     turning_on_rows = (config.get(ROW_TRACKING_KEY) or "").lower() == "true" and (
         meta.configuration.get(ROW_TRACKING_KEY) or ""
@@ -287,6 +285,7 @@ def plan_properties(
         new_meta,
         protocol,
         reads_whole_table=turning_on_rows and not snapshot.protocol.supports("rowTracking"),
+        backfill=backfill,
     )
 
 

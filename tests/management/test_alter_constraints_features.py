@@ -136,8 +136,8 @@ def test_add_feature_supports_without_enabling(tmp_path: Path) -> None:
 
 def test_enable_unsupported_feature_refused(tmp_path: Path) -> None:
     uri = plain_table(str(tmp_path / "t"))
-    with pytest.raises(lq.UnsupportedFeatureError, match="clustering"):
-        lq.DeltaTable(uri).alter.enable_feature("clustering")
+    with pytest.raises(lq.UnsupportedFeatureError, match="variantType"):
+        lq.DeltaTable(uri).alter.enable_feature("variantType")
     with pytest.raises(lq.AlterTableError, match="unknown table feature"):
         lq.DeltaTable(uri).alter.enable_feature("speedBoost")
     assert lq.DeltaTable(uri).snapshot().version == 0

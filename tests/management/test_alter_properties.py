@@ -90,11 +90,33 @@ def test_enabling_in_commit_timestamps_records_enablement(tmp_path: Path) -> Non
     assert config["delta.inCommitTimestampEnablementTimestamp"] == str(info["inCommitTimestamp"])
 
 
-def test_row_tracking_refused_without_row_ids_allowed_with(tmp_path: Path) -> None:
+def test_row_tracking_backfills_row_ids_in_the_enabling_commit(tmp_path: Path) -> None:
+    import deltalake
+
     uri = plain_table(str(tmp_path / "t"))
-    with pytest.raises(lq.AlterTableError, match="baseRowId"):
-        lq.DeltaTable(uri).alter.set_properties({"delta.enableRowTracking": "true"})
-    assert protocol_of(uri) == (1, 1, (), ())
+    lq.write(uri, pa.table({"id": [10, 11], "v": ["x", "y"]}), mode="append")
+    lq.DeltaTable(uri).delete("id = 10")  # a copy-on-write rewrite: no DVs on this table
+    before = lq.DeltaTable(uri).snapshot()
+    result = lq.DeltaTable(uri).alter.set_properties({"delta.enableRowTracking": "true"})
+    assert set(result.features_added) >= {"domainMetadata", "rowTracking"}
+    actions = _commit(uri, result.version)
+    readds = [a["add"] for a in actions if "add" in a]
+    assert len(readds) == before.num_files and not [a for a in actions if "remove" in a]
+    assert all(a["dataChange"] is False for a in readds)
+    snap = lq.DeltaTable(uri).snapshot()
+    rows = snap.scan(row_tracking=True).to_arrow().to_pylist()
+    ids = [r["_row_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == before.num_records()  # one distinct id per row
+    assert {r["_row_commit_version"] for r in rows} == {result.version}
+    assert sorted((r["id"], r["v"]) for r in rows) == sorted(
+        (r["id"], r["v"]) for r in before.scan().to_arrow().to_pylist()
+    )
+    # the ids stay through an UPDATE, and deltalake reads the table
+    keyed = {(r["id"], r["v"]): r["_row_id"] for r in rows}
+    lq.DeltaTable(uri).update("id = 11", set={"v": "'z'"})
+    after = lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow().to_pylist()
+    assert {r["id"]: r["_row_id"] for r in after}[11] == keyed[(11, "y")]
+    assert len(deltalake.DeltaTable(uri).to_pyarrow_table()) == len(after)
     supported = plain_table(
         str(tmp_path / "u"), configuration={"delta.feature.rowTracking": "supported"}
     )
