@@ -280,6 +280,7 @@ class DeltaTable:
         *,
         copy_on_write: bool = False,
         rewrite_threshold: float | None = None,
+        progress: ProgressCallback | None = None,
     ) -> DmlMetrics:
         """Deletes the rows for which ``predicate`` (SQL, DuckDB dialect) is TRUE; every
         row when None. One commit; no commit when no row matches.
@@ -294,6 +295,8 @@ class DeltaTable:
             copy_on_write: rewrite the touched files even when the table has DVs.
             rewrite_threshold: with DVs, rewrite a file instead when more than this
                 fraction of its rows would be deleted.
+            progress: callback receiving :class:`~lakequery.commands.progress.Progress`
+                (rows written into new files); default: a bar when someone is watching.
 
         Returns:
             :class:`~lakequery.commands.change_set.DmlMetrics` (``.version``, row, file
@@ -313,7 +316,11 @@ class DeltaTable:
         from lakequery.commands.delete import delete
 
         return delete(
-            self, predicate, copy_on_write=copy_on_write, rewrite_threshold=rewrite_threshold
+            self,
+            predicate,
+            copy_on_write=copy_on_write,
+            rewrite_threshold=rewrite_threshold,
+            progress=progress,
         )
 
     def update(
@@ -323,6 +330,7 @@ class DeltaTable:
         set: Mapping[str, str],
         copy_on_write: bool = False,
         rewrite_threshold: float | None = None,
+        progress: ProgressCallback | None = None,
     ) -> DmlMetrics:
         """Sets columns of the rows for which ``predicate`` is TRUE (every row when None).
 
@@ -333,6 +341,8 @@ class DeltaTable:
             copy_on_write: rewrite the touched files even when the table has DVs.
             rewrite_threshold: with DVs, rewrite a file instead when more than this
                 fraction of its rows would change.
+            progress: callback receiving :class:`~lakequery.commands.progress.Progress`
+                (rows written into new files); default: a bar when someone is watching.
 
         Returns:
             :class:`~lakequery.commands.change_set.DmlMetrics`.
@@ -356,6 +366,7 @@ class DeltaTable:
             set=set,
             copy_on_write=copy_on_write,
             rewrite_threshold=rewrite_threshold,
+            progress=progress,
         )
 
     def merge(

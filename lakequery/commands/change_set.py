@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.commands.file_actions import add_actions, remove_actions
+from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.display import HtmlMetrics
 from lakequery.duckdb_private import private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
@@ -211,6 +212,8 @@ class Statement:
         rewrite_threshold: with deletion vectors, rewrite a file instead when more than
             this fraction of its rows would be deleted (None: never).
         storage_options: the table's storage options (for the files the writer opens).
+        progress: receives :class:`~lakequery.commands.progress.Progress` (rows written
+            into new files so far); without it a bar is drawn when someone is watching.
     """
 
     def __init__(
@@ -223,6 +226,7 @@ class Statement:
         copy_on_write: bool = False,
         rewrite_threshold: float | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         if rewrite_threshold is not None and not 0.0 <= rewrite_threshold <= 1.0:
             raise ValueError("rewrite_threshold is a fraction between 0 and 1")
@@ -249,6 +253,8 @@ class Statement:
         # and large change tables spill to the database's temp directory
         self.con = private_cursor()
         self.con.execute("SET SESSION TimeZone = 'UTC'")
+        # rows written into new data and change-data files (copy-on-write, updates, inserts)
+        self.reporter = ProgressReporter(operation, 0, 0, callback=progress, unit="rows")
 
     @classmethod
     def for_table(
@@ -259,6 +265,7 @@ class Statement:
         parameters: Mapping[str, Any],
         copy_on_write: bool = False,
         rewrite_threshold: float | None = None,
+        progress: ProgressCallback | None = None,
     ) -> Statement:
         """A statement on the latest version of ``table``."""
         return cls(
@@ -269,6 +276,7 @@ class Statement:
             copy_on_write=copy_on_write,
             rewrite_threshold=rewrite_threshold,
             storage_options=table.storage_options,
+            progress=progress,
         )
 
     def __enter__(self) -> Statement:
@@ -278,6 +286,7 @@ class Statement:
         self.close()
 
     def close(self) -> None:
+        self.reporter.close()
         self.con.close()
 
     # -- checks -------------------------------------------------------------------------------
@@ -369,7 +378,8 @@ class Statement:
             if new_rows:
                 parts.append(self._new_rows_sql(state))
             adds = write_data_files(
-                to_reader(self.con.sql(" UNION ALL BY NAME ".join(parts))), state
+                counted(to_reader(self.con.sql(" UNION ALL BY NAME ".join(parts))), self.reporter),
+                state,
             )
             out.copied = total_records(adds) - new_rows
         cdc: list[dict[str, Any]] = []

@@ -29,6 +29,7 @@ from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.protocol.predicates import parse_predicate, referenced_columns
 
 if TYPE_CHECKING:
+    from lakequery.commands.progress import ProgressCallback
     from lakequery.table import DeltaTable
 
 TARGET_VIEW = "__lq_target"
@@ -40,6 +41,7 @@ def delete(
     *,
     copy_on_write: bool = False,
     rewrite_threshold: float | None = None,
+    progress: ProgressCallback | None = None,
 ) -> DmlMetrics:
     """Deletes the rows for which ``predicate`` is TRUE (every row when None).
 
@@ -52,6 +54,7 @@ def delete(
         parameters=parameters,
         copy_on_write=copy_on_write,
         rewrite_threshold=rewrite_threshold,
+        progress=progress,
     ) as st:
         snapshot = st.snapshot
         st.refuse_on_append_only()

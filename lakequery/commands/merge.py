@@ -48,6 +48,7 @@ from lakequery.commands.change_set import (
     parses,
     with_generated_values,
 )
+from lakequery.commands.progress import ProgressCallback
 from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
@@ -176,8 +177,12 @@ class MergeBuilder:
         """``WHEN NOT MATCHED BY SOURCE [AND predicate] THEN DELETE``."""
         return self._add(_Clause("not_matched_by_source", "delete", predicate, None))
 
-    def execute(self) -> MergeMetrics:
+    def execute(self, *, progress: ProgressCallback | None = None) -> MergeMetrics:
         """Runs the MERGE as one commit and returns its metrics.
+
+        Args:
+            progress: receives :class:`~lakequery.commands.progress.Progress` (rows
+                written into new files); default: a bar when someone is watching.
 
         Raises:
             MergeConflictError: a target row matched by several source rows in an update
@@ -194,7 +199,7 @@ class MergeBuilder:
                 "earlier execute() already read; pass a table (for example "
                 "reader.read_all()) to run a MERGE more than once"
             )
-        return _Merge(self).run()
+        return _Merge(self).run(progress)
 
     def _read_source(self) -> pa.RecordBatchReader:
         """The source as a reader; a one-shot source (a RecordBatchReader or an iterator)
@@ -227,7 +232,7 @@ class _Merge:
         self.s = quote_ident(b.source_alias)
         self.t = quote_ident(b.target_alias)
 
-    def run(self) -> MergeMetrics:
+    def run(self, progress: ProgressCallback | None = None) -> MergeMetrics:
         b = self.b
         with Statement.for_table(
             b.table,
@@ -235,6 +240,7 @@ class _Merge:
             parameters=_on_parameters(b),
             copy_on_write=b.copy_on_write,
             rewrite_threshold=b.rewrite_threshold,
+            progress=progress,
         ) as st:
             self.st = st
             con = st.con

@@ -35,6 +35,7 @@ from lakequery.writer.identity import refuse_identity_update
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from lakequery.commands.progress import ProgressCallback
     from lakequery.table import DeltaTable
 
 TARGET_VIEW = "__lq_target"
@@ -67,6 +68,7 @@ def update(
     set: Mapping[str, str],
     copy_on_write: bool = False,
     rewrite_threshold: float | None = None,
+    progress: ProgressCallback | None = None,
 ) -> DmlMetrics:
     """Sets columns of the rows for which ``predicate`` is TRUE (every row when None).
 
@@ -81,6 +83,7 @@ def update(
         parameters=parameters,
         copy_on_write=copy_on_write,
         rewrite_threshold=rewrite_threshold,
+        progress=progress,
     ) as st:
         schema = st.snapshot.schema
         assignments = resolve_assignments(set, schema)

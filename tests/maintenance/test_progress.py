@@ -74,3 +74,22 @@ def test_write_and_change_feed_report_progress(tmp_path: Any) -> None:
     scan = lq.DeltaTable(uri).changes(starting_version=0)
     assert scan.to_arrow_reader(progress=read.append).read_all().num_rows == 31
     assert read[-1].files_done == read[-1].files_total == scan.num_files == 2
+
+
+def test_dml_reports_rows_written(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    import lakequery as lq
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": list(range(100)), "v": [0] * 100}))
+    seen: list[Progress] = []
+    dt = lq.DeltaTable(uri)
+    dt.update("id < 10", set={"v": "1"}, copy_on_write=True, progress=seen.append)
+    assert seen and seen[-1].operation == "UPDATE" and seen[-1].files_done == 100  # all rewritten
+    merged: list[Progress] = []
+    src = pa.table({"id": [5, 500], "v": [7, 7]})
+    dt.merge(
+        src, on="target.id = source.id"
+    ).when_matched_update_all().when_not_matched_insert_all().execute(progress=merged.append)
+    assert merged and merged[-1].operation == "MERGE" and merged[-1].files_done >= 2
