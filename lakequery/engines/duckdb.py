@@ -4,10 +4,12 @@ The relation is plain SQL over ``read_parquet``: no Arrow round trip, nothing
 materialised. Files are grouped by partition values so that partition columns are
 constants of each group's scan (DuckDB folds them); column mapping, type widening and
 timestamp normalisation are projections on top. Files with deletion vectors are read with
-``filename`` and ``file_row_number``: ``filename`` joins a small registered table of plan
-numbers (never DuckDB's ``file_index``, which shifts when DuckDB prunes files), and
-``number * 2**32 + row`` anti-joins the deleted positions (a registered Arrow table of
-integer keys), so DuckDB still reads Parquet natively.
+``file_row_number`` and anti-joined on ``file number * 2**32 + row`` with their deleted
+positions (a registered Arrow table of integer keys), so DuckDB still reads Parquet
+natively. The file number is ``file_index`` plus an offset in branches of partition
+literals, whose file lists nothing can prune; files in Hive or ``filename``-joined scans,
+which DuckDB prunes under the caller's filters, are numbered by joining ``filename``
+(see ``_Builder.register_numbers``).
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class _Branch:
     values: dict[str, object] | None  # partition literals; None: join table or Hive columns
     deletion_vectors: bool  # anti-join with deleted positions
     hive: bool = False  # partition columns come from the (verified) Hive directory names
+    numbered: bool = False  # rows carry their file's number (deletion vectors, row ids)
 
 
 #: With ``row_ids=True`` every row also carries where it is stored: the file (its index in
@@ -208,6 +211,8 @@ class _Builder:
         self.con = con
         self.row_ids = row_ids
         self.numbers_table: str | None = None
+        self.offsets: dict[int, int] = {}  # numbered literal branch -> its first number
+        self.plan_numbers: dict[int, list[int]] = {}  # branch -> plan index of each file
         # physical columns outside the schema read as BIGINT (row tracking's materialized
         # row id and commit version), NULL in files that lack them
         self.materialized = materialized
@@ -261,19 +266,45 @@ class _Builder:
         cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
-    def register_file_numbers(self) -> None:
-        """Registers ``(filename, plan number)`` of every planned file: what a branch joins
-        on ``filename`` to learn each row's file. Decision: never DuckDB's ``file_index``,
-        which counts only the files DuckDB keeps after pruning the list with the query's
-        filters (Hive partition values at bind, join filters on ``filename`` at run time),
-        so its numbers shift under a filter the caller adds to the relation."""
-        locs = [_file_key(self.storage.duckdb_path(p)) for p in self.scan.plan().location_list]
-        numbers = pa.array(np.arange(len(locs), dtype=np.int64))
-        self.numbers_table = self._register("files", pa.table({"loc": locs, "num": numbers}))
+    def register_numbers(self, branches: list[_Branch], deleted: dict[str, np.ndarray]) -> None:
+        """Numbers the files of the numbered branches in branch order and registers the
+        deleted rows under those numbers (``number * 2**32 + row``).
 
-    def register_deletions(self, deleted: dict[str, np.ndarray]) -> None:
-        """Registers one key per deleted row, ``plan number * 2**32 + row``."""
-        order = self.scan.plan().location_list
+        A branch of partition literals learns a row's number as ``offset + file_index``:
+        nothing can prune its file list (no Hive columns, no ``filename``). A branch that
+        takes partition values from Hive directories or a ``filename`` join cannot use
+        ``file_index``: DuckDB prunes such lists with the caller's filters (Hive values at
+        bind, join filters on ``filename`` at run time) and then counts only the files it
+        kept, so positions would meet another file's deleted rows. Such a branch joins
+        ``filename`` to a registered table of numbers instead (slower, and only used when
+        the numbered files span more than :data:`MAX_UNION_GROUPS` partitions).
+        """
+        plan_index = {loc: i for i, loc in enumerate(self.scan.plan().location_list)}
+        order: list[str] = []
+        joined: list[str] = []
+        for b in branches:
+            if not b.numbered:
+                continue
+            if b.values is not None:
+                self.offsets[id(b)] = len(order)
+            else:
+                joined += b.locations
+            order += b.locations
+        if joined:
+            number = {loc: i for i, loc in enumerate(order)}
+            self.numbers_table = self._register(
+                "files",
+                pa.table(
+                    {
+                        "loc": [_file_key(self.storage.duckdb_path(p)) for p in joined],
+                        "num": pa.array([number[p] for p in joined], pa.int64()),
+                        "plan": pa.array([plan_index[p] for p in joined], pa.int64()),
+                    }
+                ),
+            )
+        self.plan_numbers = {id(b): [plan_index[p] for p in b.locations] for b in branches}
+        if not deleted:
+            return
         with_dv = [(i, loc) for i, loc in enumerate(order) if loc in deleted]
         arrays = [deleted[loc] for _, loc in with_dv]
         counts = [len(a) for a in arrays]
@@ -296,8 +327,8 @@ class _Builder:
         # `x != 1` or `isnan(x)`. Float pruning on the upper bound is the price.
         options += ", can_have_nan=true"
         joined = branch.values is None and not branch.hive
-        numbered = branch.deletion_vectors or self.row_ids
-        if joined or numbered:
+        by_name = branch.numbered and branch.values is None  # numbered through filename
+        if joined or by_name:
             options += ", filename=true"
         if branch.hive:
             types = ", ".join(
@@ -325,47 +356,79 @@ class _Builder:
         for i, name in enumerate(self.materialized):
             value = f"d.{quote_ident(name)}" if name in actual else "NULL"
             select += f", CAST({value} AS BIGINT) AS {materialized_column(i)}"
+        if by_name:
+            number, plan = "n.num", "n.plan"
+        else:
+            number = f"(CAST(d.file_index AS BIGINT) + {self.offsets.get(id(branch), 0)})"
+            plans = ", ".join(str(i) for i in self.plan_numbers.get(id(branch), []))
+            plan = f"CAST(([{plans}])[CAST(d.file_index AS BIGINT) + 1] AS BIGINT)"
         if self.row_ids:
             select += (
-                f", n.num AS {ROW_FILE_COLUMN}, "
+                f", {plan} AS {ROW_FILE_COLUMN}, "
                 f"CAST(d.file_row_number AS BIGINT) AS {ROW_NUMBER_COLUMN}"
             )
         sql = f"SELECT {select} FROM {source} AS d"
         if joined:
             sql += f" JOIN {self.parts_table} AS p ON {_file_key_sql('d.filename')} = p.loc"
-        if numbered:
+        if by_name:
             sql += f" JOIN {self.numbers_table} AS n ON {_file_key_sql('d.filename')} = n.loc"
         if branch.deletion_vectors:
             sql += (
                 f" ANTI JOIN {self.dv_table} AS x ON x.k = "
-                f"n.num * {_ROW_KEY_SPAN} + d.file_row_number"
+                f"{number} * {_ROW_KEY_SPAN} + d.file_row_number"
             )
         return sql
 
 
 def _branches(
-    groups: list[FileGroup], deleted: dict[str, np.ndarray], layout: str
+    groups: list[FileGroup],
+    deleted: dict[str, np.ndarray],
+    layout: str,
+    *,
+    row_ids: bool,
+    literal_groups: list[FileGroup] | None,
 ) -> list[_Branch]:
     """Branches by how partition values arrive: ``literal`` (one branch per group),
-    ``join`` or ``hive`` (all files in one scan)."""
+    ``join`` or ``hive`` (all files in one scan). Files whose rows need their file's
+    number (those with deletion vectors; every file with ``row_ids``) go into branches of
+    partition literals whenever ``literal_groups`` (the plan's files by partition values)
+    is given, so that ``file_index`` numbers them (see :meth:`_Builder.register_numbers`).
+    """
     out = []
+
+    def numbered(loc: str) -> bool:
+        return row_ids or loc in deleted
+
     if layout in ("join", "hive"):
         locs = [p for g in groups for p in g.locations]
-        plain = [p for p in locs if p not in deleted]
-        masked = [p for p in locs if p in deleted]
+        plain = [p for p in locs if not numbered(p)]
         hive = layout == "hive"
         if plain:
             out.append(_Branch(plain, None, False, hive))
-        if masked:
-            out.append(_Branch(masked, None, True, hive))
-        return out
+        rest = [p for p in locs if numbered(p)]
+        if rest and literal_groups is None:  # too many partitions: numbered by filename
+            masked = [p for p in rest if p in deleted]
+            unmasked = [p for p in rest if p not in deleted]
+            if unmasked:
+                out.append(_Branch(unmasked, None, False, False, numbered=True))
+            if masked:
+                out.append(_Branch(masked, None, True, False, numbered=True))
+            return out
+        if not rest:
+            return out
+        groups = literal_groups or []
+        keep = set(rest)
+        groups = [FileGroup(g.values, [p for p in g.locations if p in keep]) for g in groups]
     for g in groups:
-        plain = [p for p in g.locations if p not in deleted]
-        masked = [p for p in g.locations if p in deleted]
+        plain = [p for p in g.locations if not numbered(p)]
+        masked = [p for p in g.locations if numbered(p) and p in deleted]
+        unmasked = [p for p in g.locations if numbered(p) and p not in deleted]
         if plain:
             out.append(_Branch(plain, g.values, False))
+        if unmasked:
+            out.append(_Branch(unmasked, g.values, False, numbered=True))
         if masked:
-            out.append(_Branch(masked, g.values, True))
+            out.append(_Branch(masked, g.values, True, numbered=True))
     return out
 
 
@@ -438,11 +501,21 @@ def duckdb_relation(
             layout = "join"
             builder.register_partitions()
     deleted = deleted_rows(plan, storage)
-    branches = _branches(groups, deleted, layout)
+    literal_groups = None
+    if (deleted or builder.row_ids) and layout != "literal":
+        by_values = file_groups(plan, partition_names) if layout == "hive" else groups
+        numbered = [
+            g for g in by_values if builder.row_ids or any(p in deleted for p in g.locations)
+        ]
+        if len(numbered) <= MAX_UNION_GROUPS:
+            literal_groups = numbered
+    branches = _branches(
+        groups, deleted, layout, row_ids=builder.row_ids, literal_groups=literal_groups
+    )
+    if any(b.numbered and b.values is None for b in branches) and builder.parts_table is None:
+        builder.register_partitions()
     if deleted or builder.row_ids:
-        builder.register_file_numbers()
-    if deleted:
-        builder.register_deletions(deleted)
+        builder.register_numbers(branches, deleted)
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     if tracking is not None:
         from lakequery.row_tracking.reading import with_row_tracking_sql

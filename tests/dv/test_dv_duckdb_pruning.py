@@ -35,10 +35,12 @@ def expected(region: str) -> int:
     return {"us": 14, "eu": 8, "ap": 10}[region]
 
 
-@pytest.mark.parametrize("layout", ["hive", "join", "literal"])
+@pytest.mark.parametrize("layout", ["hive", "hive-many", "join", "literal"])
 def test_filters_added_to_the_relation_keep_deletion_vectors_on_their_files(
     table: str, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if layout == "hive-many":  # DV files in more partitions than literal branches allow
+        monkeypatch.setattr(duckdb_engine, "MAX_UNION_GROUPS", 1)
     if layout == "join":
         monkeypatch.setattr(duckdb_engine, "MAX_UNION_GROUPS", 1)
         monkeypatch.setattr(duckdb_engine, "hive_layout", lambda scan: False)
@@ -70,3 +72,25 @@ def test_dml_whose_predicate_the_planner_cannot_prune(table: str) -> None:
         + [("eu", x) for x in (1, 2, 4, 5, 7)]
         + [("us", x) for x in us]
     )
+
+
+def test_statistics_and_join_filters_keep_deletion_vectors_on_their_files(tmp_path: Path) -> None:
+    uri = str(tmp_path / "flat")
+    for i in range(3):  # disjoint id ranges: statistics can rule whole files out
+        lq.write(
+            uri,
+            pa.table({"id": list(range(i * 100, i * 100 + 100))}),
+            mode="append",
+            configuration={"delta.enableDeletionVectors": "true"},
+        )
+    lq.DeltaTable(uri).delete("id % 100 < 10")
+    snap = lq.DeltaTable(uri).snapshot()
+    for low in (0, 150, 250):
+        ((n,),) = lq.sql(f"SELECT count(*) FROM t WHERE id >= {low}", t=snap).fetchall()
+        assert n == sum(1 for i in range(low, 300) if i % 100 >= 10)
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("k", pa.table({"id": [5, 150, 205, 299]}))
+    ((joined,),) = lq.sql("SELECT count(*) FROM t JOIN k USING (id)", con=con, t=snap).fetchall()
+    assert joined == 2  # 5 and 205 are deleted
