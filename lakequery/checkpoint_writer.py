@@ -36,6 +36,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.errors import VersionNotFoundError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import TableState, internal_connection, load_state, partition_specs
@@ -604,7 +605,9 @@ def _last_checkpoint(info: CheckpointInfo) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode("utf-8")
 
 
-def write_checkpoint(storage: Storage, version: int | None = None) -> CheckpointInfo:
+def write_checkpoint(
+    storage: Storage, version: int | None = None, *, progress: ProgressCallback | None = None
+) -> CheckpointInfo:
     """Writes a classic checkpoint of the table at ``version`` (latest when None), then
     ``_delta_log/_last_checkpoint`` pointing at it.
 
@@ -623,6 +626,8 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
     Args:
         storage: The table's storage.
         version: The version to capture; its commit file must exist.
+        progress: receives :class:`~lakequery.commands.progress.Progress` (actions and
+            bytes written so far) as the checkpoint's row batches are written.
 
     Returns:
         What was written.
@@ -679,7 +684,16 @@ def write_checkpoint(storage: Storage, version: int | None = None) -> Checkpoint
             final = kept.files[0].path
             rows, num_adds, size = _rows_in(storage, final), adds.num_rows, kept.files[0].size
         else:
-            rows, num_adds, size = _write_atomically(storage, final, schema, tables())
+            with ProgressReporter(
+                "CHECKPOINT", 0, 0, callback=progress, unit="actions"
+            ) as reporter:
+
+                def reported() -> Iterator[pa.Table]:
+                    for table in tables():
+                        yield table
+                        reporter.advance(table.num_rows, table.nbytes)
+
+                rows, num_adds, size = _write_atomically(storage, final, schema, reported())
     finally:
         con.close()
     info = CheckpointInfo(v, final, rows, num_adds, size)

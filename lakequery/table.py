@@ -256,7 +256,7 @@ class DeltaTable:
             self.storage, listing.commits, TableProperties(latest.metadata.configuration), limit
         )
 
-    def checkpoint(self) -> CheckpointInfo:
+    def checkpoint(self, *, progress: ProgressCallback | None = None) -> CheckpointInfo:
         """Creates a checkpoint of the latest version now (and updates ``_last_checkpoint``).
 
         Later snapshots start from it instead of replaying every commit. See
@@ -271,7 +271,7 @@ class DeltaTable:
             >>> dt.snapshot().files().num_rows
             4
         """
-        return write_checkpoint(self.storage)
+        return write_checkpoint(self.storage, progress=progress)
 
     # -- DML ------------------------------------------------------------------------------------
     def delete(
@@ -648,7 +648,11 @@ class DeltaTable:
         )
 
     def restore(
-        self, *, version: int | None = None, as_of: datetime | str | None = None
+        self,
+        *,
+        version: int | None = None,
+        as_of: datetime | str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> RestoreMetrics:
         """Returns the table to an older version's state in one new commit; see
         :mod:`lakequery.commands.restore`.
@@ -678,7 +682,7 @@ class DeltaTable:
         else:
             assert version is not None
             target, params = version, {"version": version}
-        return restore(self.storage, target, parameters=params)
+        return restore(self.storage, target, parameters=params, progress=progress)
 
     def clone(
         self,

@@ -11,9 +11,9 @@ Decisions: rich is imported only when a bar is drawn, so scripts and imports nev
 for it; one reporter class serves every command, the CLI and notebooks. A bar appears
 only once a run has lasted :data:`BAR_DELAY_S` seconds (``LAKEQUERY_PROGRESS_DELAY``
 overrides it): quick commands print nothing. Who reports: writes and DML rewrites (rows
-written), OPTIMIZE and VACUUM (files and bytes), change-feed reads (files and bytes).
-RESTORE and checkpoints are one listing and one commit or file each, with nothing in
-between to count, so they report nothing; Spark jobs show Spark's own console progress.
+written), OPTIMIZE and VACUUM (files and bytes), change-feed reads (files and bytes),
+checkpoints (actions written) and RESTORE (its four steps: read, compare, check files,
+commit); Spark jobs show Spark's own console progress.
 
 Example:
     >>> seen = []

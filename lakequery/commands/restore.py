@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.commands.listing import list_tree
 from lakequery.commands.metrics import RestoreMetrics
+from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.commands.vacuum import _dv_paths
 from lakequery.errors import RestoreError
 from lakequery.log_segment import load_state
@@ -86,6 +87,7 @@ def restore(
     version: int,
     *,
     parameters: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> RestoreMetrics:
     """Commits the state of ``version`` as a new version.
 
@@ -93,6 +95,8 @@ def restore(
         storage: the table's storage.
         version: the version to bring back.
         parameters: ``commitInfo.operationParameters`` (``version`` or ``timestamp``).
+        progress: receives :class:`~lakequery.commands.progress.Progress` after each of
+            its four steps (read both versions, compare, check the files, commit).
 
     Returns:
         :class:`~lakequery.commands.metrics.RestoreMetrics`; ``version`` is None when the
@@ -102,6 +106,16 @@ def restore(
         VersionNotFoundError: the version cannot be reconstructed.
         RestoreError: files the version needs were deleted (VACUUM).
     """
+    with ProgressReporter("RESTORE", 4, 0, callback=progress, unit="steps") as reporter:
+        return _restore(storage, version, parameters, reporter)
+
+
+def _restore(
+    storage: Storage,
+    version: int,
+    parameters: dict[str, Any] | None,
+    reporter: ProgressReporter,
+) -> RestoreMetrics:
     started = time.monotonic()
     latest = Snapshot(storage, load_state(storage, None))
     target = Snapshot(storage, load_state(storage, version))
@@ -109,6 +123,7 @@ def restore(
     now_keys, old_keys = file_keys(now_files), file_keys(old_files)
     to_add = old_files.filter(pc.invert(pc.is_in(old_keys, value_set=now_keys)))
     to_remove = now_files.filter(pc.invert(pc.is_in(now_keys, value_set=old_keys)))
+    reporter.advance(1, 0)
     # identity high-water marks never go back: values handed out since stay taken
     restored = merged_high_water_marks(target.metadata, latest.metadata)
     same_metadata = latest.metadata == restored
@@ -126,6 +141,7 @@ def restore(
             duration_ms=int((time.monotonic() - started) * 1000),
         )
 
+    reporter.advance(1, 0)
     if not to_add.num_rows and not to_remove.num_rows and same_metadata:
         return metrics(None)
     if to_add.num_rows:
@@ -140,6 +156,7 @@ def restore(
         missing += _missing_external(storage, to_add.filter(external))
         if missing:
             raise RestoreError(storage.root, version, missing)
+    reporter.advance(1, 0)
     txn = Transaction(
         storage,
         latest,
@@ -154,6 +171,7 @@ def restore(
     txn.add_files(add_actions(target, to_add, data_change=True))
     txn.metrics = dict(metrics(None).operation_metrics())
     result = txn.commit()
+    reporter.advance(1, 0)
     return metrics(result.version)
 
 

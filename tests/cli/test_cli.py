@@ -109,6 +109,8 @@ def test_schema_head_and_sql(table: str, tmp_path: Path) -> None:
         {"click": 1, "view": 2, "buy": 3}[["click", "view", "buy"][i % 3]] for i in range(40)
     )
     assert out == [{"w": expected}]
+    old = run_json("sql", "SELECT count(*) AS n FROM e", "-t", f"e={table}", "--version", "1")
+    assert old == [{"n": 20}]
 
 
 def test_write_from_csv_then_dml(tmp_path: Path) -> None:

@@ -93,3 +93,23 @@ def test_dml_reports_rows_written(tmp_path: Any) -> None:
         src, on="target.id = source.id"
     ).when_matched_update_all().when_not_matched_insert_all().execute(progress=merged.append)
     assert merged and merged[-1].operation == "MERGE" and merged[-1].files_done >= 2
+
+
+def test_restore_and_checkpoint_report_progress(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    import lakequery as lq
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"x": [1]}))
+    lq.write(uri, pa.table({"x": [2]}), mode="append")
+    dt = lq.DeltaTable(uri)
+    steps: list[Progress] = []
+    dt.restore(version=0, progress=steps.append)
+    assert [(p.operation, p.files_done, p.files_total) for p in steps] == [
+        ("RESTORE", i, 4) for i in range(1, 5)
+    ]
+    written: list[Progress] = []
+    info = dt.checkpoint(progress=written.append)
+    assert written and written[-1].operation == "CHECKPOINT"
+    assert written[-1].files_done == info.num_actions
