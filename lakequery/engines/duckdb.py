@@ -37,6 +37,7 @@ from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
+from lakequery.storage.engine_errors import storage_failure
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -85,11 +86,14 @@ def _bind_types(
     try:
         rel = con.sql(f"SELECT * FROM {source}")
         return {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
 
 
-def _missing_file(exc: duckdb.IOException, locations: list[str]) -> Exception:
+def _missing_file(exc: duckdb.Error, locations: list[str]) -> Exception:
+    failure = storage_failure(exc, locations[0] if locations else "")
+    if failure is not None:
+        return failure
     missing = next((p for p in locations if p in str(exc)), None)
     if missing is not None or "No files found" in str(exc):
         return ObjectNotFoundError(missing or locations[0], "read data file")
@@ -112,7 +116,7 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
             f"SELECT count(DISTINCT fp) FROM (SELECT file_name, {fingerprint} AS fp "
             f"FROM parquet_schema({files}) GROUP BY file_name)"
         ).fetchall()
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
     return bool(rows[0][0] == 1)
 
@@ -406,4 +410,10 @@ def duckdb_relation(
         builder.register_deletions(branches, deleted)
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
-    return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
+    try:
+        return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
+    except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail
+        failure = storage_failure(exc, plan.location_list[0] if plan.location_list else "")
+        if failure is not None:
+            raise failure from exc
+        raise

@@ -54,6 +54,7 @@ from lakequery.protocol.schema import (
     type_to_json,
 )
 from lakequery.storage import open_storage
+from lakequery.storage.engine_errors import storage_failure
 from lakequery.writer.constraints import ConstraintChecker
 from lakequery.writer.partition_values import (
     PartitionKey,
@@ -513,8 +514,15 @@ def write_data_files(
             if batch.num_rows:
                 writer.write(batch)
         return writer.finish()
-    except BaseException:
+    except BaseException as exc:
         writer.abort()
+        failure = (
+            storage_failure(exc, state.table_uri, "write data file")
+            if isinstance(exc, Exception)
+            else None
+        )
+        if failure is not None and failure is not exc:
+            raise failure from exc
         raise
 
 
