@@ -15,6 +15,7 @@ import pyarrow as pa
 
 import lakequery as lq
 from lakequery.commands.listing import list_tree
+from lakequery.dv.descriptor import Descriptor
 
 Rows = list[tuple[int, int]]
 
@@ -38,11 +39,22 @@ def version_of(uri: str, options: dict[str, Any] | None = None) -> int:
     return lq.DeltaTable(uri, storage_options=options).snapshot().version
 
 
-def orphans(uri: str, options: dict[str, Any] | None = None) -> set[str]:
-    """Data files under the root that the latest version does not reference."""
+def unreferenced(uri: str, options: dict[str, Any] | None = None) -> set[str]:
+    """Files outside ``_delta_log`` that the latest version references neither as data
+    nor as deletion vector (hidden ``_``/``.`` names are not table files)."""
     dt = lq.DeltaTable(uri, storage_options=options)
-    live = set(dt.snapshot().files().column("path").to_pylist())
-    present = {p for p in list_tree(dt.storage).column("path").to_pylist() if not p.startswith("_")}
+    files = dt.snapshot().files()
+    live = set(files.column("path").to_pylist())
+    root = dt.storage.root + "/"
+    if "deletion_vector" in files.column_names:
+        for dv in files.column("deletion_vector").to_pylist():
+            if dv and dv.get("storageType") in ("u", "p"):
+                live.add(Descriptor.from_dict(dv).absolute_path(dt.storage.root)[len(root) :])
+    present = {
+        p
+        for p in list_tree(dt.storage).column("path").to_pylist()
+        if not p.split("/")[-1].startswith(("_", ".")) and not p.startswith("_")
+    }
     return present - live
 
 

@@ -31,9 +31,9 @@ from commands import (
     VACUUM,
     Command,
     Rows,
-    orphans,
     read_rows,
     restore_to,
+    unreferenced,
     version_of,
 )
 from conftest import ProxiedTable
@@ -107,5 +107,5 @@ def test_every_command_under_faults(
     reliability_figures.add("command_outcomes_under_faults", outcomes)
     # Whatever failed half-way left only orphans, which a quiet VACUUM removes.
     VACUUM.run(proxied.uri, opts)
-    assert orphans(proxied.uri, opts) == set()
+    assert unreferenced(proxied.uri, opts) == set()
     assert read_rows(proxied.uri, opts) == rows
