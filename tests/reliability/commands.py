@@ -58,6 +58,27 @@ def unreferenced(uri: str, options: dict[str, Any] | None = None) -> set[str]:
     return present - live
 
 
+#: What the next writer after a crash appends.
+NEXT_ROWS: Rows = [(5000, 1), (5001, 2)]
+
+
+def check_after_crash(
+    uri: str, before: Rows, after: Rows, label: str, options: dict[str, Any] | None = None
+) -> None:
+    """The checks after a writer died: the table reads exactly as ``before`` or ``after``
+    the command, the next writer succeeds with every row there, and VACUUM (retention 0,
+    not enforced) leaves no unreferenced file and the rows as they were."""
+    rows = read_rows(uri, options)
+    assert rows in (before, after), f"{label}: the table reads neither as before nor after"
+    lq.write(uri, rows_table(NEXT_ROWS), mode="append", storage_options=options)
+    expected = sorted(rows + NEXT_ROWS)
+    assert read_rows(uri, options) == expected, label
+    dt = lq.DeltaTable(uri, storage_options=options)
+    dt.vacuum(retention_hours=0, dry_run=False, enforce_retention=False)
+    assert unreferenced(uri, options) == set(), label
+    assert read_rows(uri, options) == expected, label
+
+
 @dataclass(frozen=True)
 class Command:
     """One command: ``run(uri, options)`` does it, ``expect(rows)`` is its effect."""

@@ -41,10 +41,9 @@ from commands import (
     VACUUM,
     Command,
     Rows,
+    check_after_crash,
     read_rows,
     restore_to,
-    rows_table,
-    unreferenced,
 )
 from crash_store import Crash, Saved, copy_table, crashing, drop_table, table_files
 
@@ -53,7 +52,6 @@ import lakequery as lq
 SOAK = os.environ.get("LAKEQUERY_SOAK") == "1"
 #: The starting state's files are this old, so that expired log cleanup has work.
 AGE = timedelta(days=3)
-NEXT_ROWS: Rows = [(5000, 1), (5001, 2)]
 
 
 @dataclass
@@ -115,17 +113,6 @@ COMMAND_NAMES = [
 ]
 
 
-def _check_after_crash(uri: str, before: Rows, after: Rows, label: str) -> None:
-    rows = read_rows(uri)
-    assert rows in (before, after), f"{label}: the table reads neither as before nor after"
-    lq.write(uri, rows_table(NEXT_ROWS), mode="append")  # the next writer succeeds
-    expected = sorted(rows + NEXT_ROWS)
-    assert read_rows(uri) == expected, label
-    lq.DeltaTable(uri).vacuum(retention_hours=0, dry_run=False, enforce_retention=False)
-    assert unreferenced(uri) == set(), label
-    assert read_rows(uri) == expected, label
-
-
 def _calls(start: Start, cmd: Command) -> list[tuple[str, str]]:
     name = f"crash-count-{uuid.uuid4().hex}"
     uri = copy_table(start.files, name, age=AGE)
@@ -169,7 +156,7 @@ def test_crash_at_every_storage_call(start: Start, index: int) -> None:
                     state = mutations_done[-1]
                 if SOAK or state not in checked:
                     label = f"{cmd.name} crashed {when} call {k} ({trace[k - 1][0]})"
-                    _check_after_crash(uri, before, after, label)
+                    check_after_crash(uri, before, after, label)
                     outcomes["verified"] += 1
                     checked.add(state)
             finally:

@@ -24,18 +24,14 @@ from commands import (
     DELETE,
     Command,
     Rows,
+    check_after_crash,
     read_rows,
-    rows_table,
-    unreferenced,
 )
 from conftest import ProxiedTable
 from fault_proxy import FaultPlan
 
-import lakequery as lq
-
 SOAK = os.environ.get("LAKEQUERY_SOAK") == "1"
 MUTATING = ("PUT", "POST", "DELETE")
-NEXT_ROWS: Rows = [(7000, 7)]
 
 
 def _start(p: ProxiedTable, opts: dict) -> Rows:
@@ -76,16 +72,7 @@ def test_crash_at_each_s3_write(proxied: ProxiedTable, cmd: Command) -> None:
             table.proxy.quiet()
             outcomes["crashed" if dead else "finished_first"] += 1
             label = f"{cmd.name} on S3 crashed {when} request {k} ({log[k - 1][0]})"
-            rows = read_rows(table.uri, opts)
-            assert rows in (before, after), label
-            lq.write(table.uri, rows_table(NEXT_ROWS), mode="append", storage_options=opts)
-            expected = sorted(rows + NEXT_ROWS)
-            assert read_rows(table.uri, opts) == expected, label
-            lq.DeltaTable(table.uri, storage_options=opts).vacuum(
-                retention_hours=0, dry_run=False, enforce_retention=False
-            )
-            assert unreferenced(table.uri, opts) == set(), label
-            assert read_rows(table.uri, opts) == expected, label
+            check_after_crash(table.uri, before, after, label, opts)
     kinds = Counter(kind for kind, _, _ in log)
     reliability_figures.add(
         "s3_crash_points",
