@@ -24,7 +24,7 @@ from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
 from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
 from lakequery.storage import Storage
-from lakequery.storage.engine_errors import storage_failure
+from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 #: Slim per-action table of the commits: version, h (key hash, NULL for non-file actions),
 #: is_add, other (raw JSON of a non-file action, else NULL).
@@ -270,9 +270,7 @@ class LogReader:
                 f"SELECT sidecar.path FROM ({top_sql}) WHERE sidecar IS NOT NULL"
             ).fetchall()
         except duckdb.Error as exc:
-            failure = storage_failure(exc, self.storage.join("_delta_log"))
-            if failure is not None:
-                raise failure from exc
+            raise_storage_failure(exc, self.storage.join("_delta_log"))
             if strict:
                 raise CorruptLogError(
                     self.storage.join("_delta_log"), f"unreadable checkpoint: {exc}"
@@ -313,9 +311,7 @@ class LogReader:
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(path) from exc
         except Exception as exc:
-            failure = storage_failure(exc, path)
-            if failure is not None:
-                raise failure from exc
+            raise_storage_failure(exc, path)
             if not isinstance(exc, (OSError, pa.ArrowException)):
                 raise
             raise CorruptLogError(path, f"unreadable checkpoint: {exc}") from exc

@@ -43,7 +43,7 @@ from lakequery.errors import AppendOnlyError, PredicateError, UnsupportedFeature
 from lakequery.parquet_footers import footer_row_counts
 from lakequery.protocol.actions import total_records
 from lakequery.protocol.change_feed import cdf_enabled
-from lakequery.storage.engine_errors import storage_failure
+from lakequery.storage.engine_errors import raise_storage_failure
 from lakequery.txn import Transaction
 from lakequery.writer.constraints import spark_to_duckdb, table_constraints
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
@@ -315,16 +315,12 @@ class Statement:
             try:
                 rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
             except duckdb.Error as exc:
-                failure = storage_failure(exc, self.snapshot.table_uri)
-                if failure is not None:
-                    raise failure from exc
+                raise_storage_failure(exc, self.snapshot.table_uri)
                 raise PredicateError(predicate, str(exc).splitlines()[0]) from exc
         try:
             rel.create_view(name, replace=True)
         except duckdb.Error as exc:
-            failure = storage_failure(exc, self.snapshot.table_uri)
-            if failure is not None:
-                raise failure from exc
+            raise_storage_failure(exc, self.snapshot.table_uri)
             raise
 
     def build_change_table(self, select_sql: str, what: str) -> None:
@@ -335,9 +331,7 @@ class Statement:
         except (duckdb.BinderException, duckdb.ParserException, duckdb.ConversionException) as exc:
             raise PredicateError(what, str(exc).splitlines()[0]) from exc
         except duckdb.Error as exc:
-            failure = storage_failure(exc, self.snapshot.table_uri)
-            if failure is not None:
-                raise failure from exc
+            raise_storage_failure(exc, self.snapshot.table_uri)
             raise
 
     def old_value_columns(self) -> str:

@@ -37,7 +37,7 @@ from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
-from lakequery.storage.engine_errors import storage_failure
+from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -413,7 +413,5 @@ def duckdb_relation(
     try:
         return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
     except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail
-        failure = storage_failure(exc, plan.location_list[0] if plan.location_list else "")
-        if failure is not None:
-            raise failure from exc
+        raise_storage_failure(exc, plan.location_list[0] if plan.location_list else "")
         raise

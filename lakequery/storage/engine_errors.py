@@ -65,6 +65,16 @@ def storage_failure(exc: BaseException, where: str, operation: str = "read") -> 
     return None
 
 
+def raise_storage_failure(exc: BaseException, where: str, operation: str = "read") -> None:
+    """Raise the :class:`StorageError` ``exc`` stands for (``exc`` itself when it is one);
+    return when it is no storage failure. Call it inside ``except`` blocks."""
+    failure = storage_failure(exc, where, operation)
+    if failure is exc:
+        raise exc
+    if failure is not None:
+        raise failure from exc
+
+
 def _is_duckdb_error(exc: BaseException) -> bool:
     return type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb")
 
@@ -115,9 +125,7 @@ def relation_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
     try:
         reader: pa.RecordBatchReader = method()
     except Exception as exc:  # executing the query reads the store, which may fail
-        failure = storage_failure(exc, where)
-        if failure is not None:
-            raise failure from exc
+        raise_storage_failure(exc, where)
         raise
     return pa.RecordBatchReader.from_batches(reader.schema, translated(reader, where))
 
@@ -132,8 +140,6 @@ def translated(items: Iterable[T], where: str) -> Iterator[T]:
         except StopIteration:
             return
         except Exception as exc:
-            failure = storage_failure(exc, where)
-            if failure is not None:
-                raise failure from exc
+            raise_storage_failure(exc, where)
             raise
         yield item

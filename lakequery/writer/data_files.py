@@ -54,7 +54,7 @@ from lakequery.protocol.schema import (
     type_to_json,
 )
 from lakequery.storage import open_storage
-from lakequery.storage.engine_errors import storage_failure
+from lakequery.storage.engine_errors import raise_storage_failure
 from lakequery.writer.constraints import ConstraintChecker
 from lakequery.writer.partition_values import (
     PartitionKey,
@@ -516,13 +516,8 @@ def write_data_files(
         return writer.finish()
     except BaseException as exc:
         writer.abort()
-        failure = (
-            storage_failure(exc, state.table_uri, "write data file")
-            if isinstance(exc, Exception)
-            else None
-        )
-        if failure is not None and failure is not exc:
-            raise failure from exc
+        if isinstance(exc, Exception):
+            raise_storage_failure(exc, state.table_uri, "write data file")
         raise
 
 
