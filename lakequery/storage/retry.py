@@ -101,13 +101,15 @@ def is_transient(exc: BaseException) -> bool:
     error into an ``OSError`` caused by it, and that one must not be retried again.
     """
     from botocore.exceptions import ClientError, HTTPClientError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
 
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {}) or {}
         meta = exc.response.get("ResponseMetadata", {}) or {}
         status = int(meta.get("HTTPStatusCode") or 0)
         return status >= 500 or str(error.get("Code", "")) in TRANSIENT_CODES
-    if isinstance(exc, (HTTPClientError, ConnectionError, socket.timeout, asyncio.TimeoutError)):
+    network = (HTTPClientError, BotoConnectionError, ConnectionError, socket.timeout)
+    if isinstance(exc, (*network, asyncio.TimeoutError)):
         return True
     try:
         from aiohttp import ClientConnectionError, ClientPayloadError
