@@ -101,7 +101,11 @@ def test_every_command_under_faults(
             assert actual == after, cmd.name
         else:
             assert actual in (rows, after), cmd.name
-        outcomes[f"{cmd.name}:{'ok' if ok else 'StorageError'}"] += 1
+        if ok:
+            outcomes[f"{cmd.name}:ok"] += 1
+        else:  # did the failed command's commit land (its answer lost) or not?
+            landed = actual != rows and actual == after
+            outcomes[f"{cmd.name}:StorageError:{'landed' if landed else 'nothing'}"] += 1
         rows = actual
         versions[version_of(proxied.uri, opts)] = rows
     reliability_figures.add("command_outcomes_under_faults", outcomes)
