@@ -24,6 +24,7 @@ from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
 from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 #: Slim per-action table of the commits: version, h (key hash, NULL for non-file actions),
 #: is_add, other (raw JSON of a non-file action, else NULL).
@@ -269,6 +270,7 @@ class LogReader:
                 f"SELECT sidecar.path FROM ({top_sql}) WHERE sidecar IS NOT NULL"
             ).fetchall()
         except duckdb.Error as exc:
+            raise_storage_failure(exc, self.storage.join("_delta_log"))
             if strict:
                 raise CorruptLogError(
                     self.storage.join("_delta_log"), f"unreadable checkpoint: {exc}"
@@ -308,13 +310,20 @@ class LogReader:
                 return pq.ParquetFile(f).schema_arrow
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(path) from exc
-        except (OSError, pa.ArrowException) as exc:
+        except Exception as exc:
+            raise_storage_failure(exc, path)
+            if not isinstance(exc, (OSError, pa.ArrowException)):
+                raise
             raise CorruptLogError(path, f"unreadable checkpoint: {exc}") from exc
 
     # -- errors --------------------------------------------------------------------------------
     def _diagnose(
         self, exc: duckdb.Error, checkpoint: Checkpoint | None, commits: Sequence[LogFile]
     ) -> Exception:
+        where = checkpoint.files[0].path if checkpoint else self.storage.join("_delta_log")
+        failure = storage_failure(exc, commits[0].path if commits else where)
+        if failure is not None:  # the store failed: the log is not corrupt
+            return failure
         msg = str(exc)
         candidates = [f.path for f in commits] + (
             [f.path for f in checkpoint.files] if checkpoint else []
@@ -328,8 +337,9 @@ class LogReader:
             try:
                 self.con.sql(f"SELECT count(*) FROM ({self.json_actions_sql([f.path])})").fetchall()
             except duckdb.Error as one:
-                return CorruptLogError(f.path, _first_line(str(one)))
-        where = checkpoint.files[0].path if checkpoint else self.storage.join("_delta_log")
+                return storage_failure(one, f.path) or CorruptLogError(
+                    f.path, _first_line(str(one))
+                )
         return CorruptLogError(where, _first_line(msg))
 
 

@@ -47,6 +47,7 @@ from lakequery.protocol.actions import total_records
 from lakequery.protocol.change_feed import cdf_enabled
 from lakequery.row_tracking.columns import preserves_row_ids
 from lakequery.row_tracking.rewrite import preserving_scan, preserving_state
+from lakequery.storage.engine_errors import raise_storage_failure
 from lakequery.txn import Transaction
 from lakequery.writer.constraints import spark_to_duckdb, table_constraints
 from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
@@ -321,8 +322,13 @@ class Statement:
             try:
                 rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
             except duckdb.Error as exc:
+                raise_storage_failure(exc, self.snapshot.table_uri)
                 raise PredicateError(predicate, str(exc).splitlines()[0]) from exc
-        rel.create_view(name, replace=True)
+        try:
+            rel.create_view(name, replace=True)
+        except duckdb.Error as exc:
+            raise_storage_failure(exc, self.snapshot.table_uri)
+            raise
 
     def build_change_table(self, select_sql: str, what: str) -> None:
         """Creates the change table from ``select_sql``; DuckDB errors in the user's
@@ -331,6 +337,9 @@ class Statement:
             self.con.execute(f"CREATE TEMP TABLE {CHANGE_TABLE} AS {select_sql}")
         except (duckdb.BinderException, duckdb.ParserException, duckdb.ConversionException) as exc:
             raise PredicateError(what, str(exc).splitlines()[0]) from exc
+        except duckdb.Error as exc:
+            raise_storage_failure(exc, self.snapshot.table_uri)
+            raise
 
     def old_value_columns(self) -> str:
         """``"col" AS __o{i}`` for every read column when the change data feed is on."""

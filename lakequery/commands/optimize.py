@@ -196,10 +196,10 @@ def plan_optimize(
     return OptimizePlan(files, tuple(bins))
 
 
-def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
-    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-    reader: pa.RecordBatchReader = method()
-    return reader
+def _duckdb_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
+    from lakequery.storage.engine_errors import relation_reader
+
+    return relation_reader(rel, where)
 
 
 #: Small input files come out of DuckDB as one small batch each; the writer gets them
@@ -232,7 +232,7 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
     con = duckdb.connect(config={"threads": 2})
     try:
         rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
-        return write_data_files(_coalesced(_duckdb_reader(rel)), state)
+        return write_data_files(_coalesced(_duckdb_reader(rel, snapshot.table_uri)), state)
     finally:
         con.close()
 
@@ -354,7 +354,9 @@ def _cluster(
         con = duckdb.connect(config={"threads": max(1, threads), "preserve_insertion_order": False})
         try:
             rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
-            batches, complete = _read_within(_duckdb_reader(rel), memory_bytes // 2)
+            batches, complete = _read_within(
+                _duckdb_reader(rel, snapshot.table_uri), memory_bytes // 2
+            )
         finally:
             con.close()
         if complete:

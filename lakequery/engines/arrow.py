@@ -26,6 +26,7 @@ from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 from lakequery.protocol.schema import StructType
+from lakequery.storage.engine_errors import translated
 from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
@@ -119,9 +120,10 @@ class _Reader:
 
     def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
         dataset = self._dataset(locations)
-        for raw in dataset.to_batches(
+        batches = dataset.to_batches(
             columns=self.phys.names, filter=self.pushdown, batch_size=BATCH_ROWS
-        ):
+        )
+        for raw in translated(batches, locations[0] if locations else ""):
             if raw.num_rows:
                 yield from self._finish(raw, group)
 
@@ -139,7 +141,7 @@ class _Reader:
         offset = 0
         deleted = _NO_ROWS
         done: set[str] = set()
-        for tagged in scanner.scan_batches():
+        for tagged in translated(scanner.scan_batches(), locations[0] if locations else ""):
             raw = tagged.record_batch
             fragment: Any = tagged.fragment  # a FileFragment: it has a path
             if fragment.path != path:

@@ -40,6 +40,7 @@ from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.predicates import to_duckdb_sql
+from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
@@ -88,11 +89,14 @@ def _bind_types(
     try:
         rel = con.sql(f"SELECT * FROM {source}")
         return {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True)}
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
 
 
-def _missing_file(exc: duckdb.IOException, locations: list[str]) -> Exception:
+def _missing_file(exc: duckdb.Error, locations: list[str]) -> Exception:
+    failure = storage_failure(exc, locations[0] if locations else "")
+    if failure is not None:
+        return failure
     missing = next((p for p in locations if p in str(exc)), None)
     if missing is not None or "No files found" in str(exc):
         return ObjectNotFoundError(missing or locations[0], "read data file")
@@ -115,7 +119,7 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
             f"SELECT count(DISTINCT fp) FROM (SELECT file_name, {fingerprint} AS fp "
             f"FROM parquet_schema({files}) GROUP BY file_name)"
         ).fetchall()
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
     return bool(rows[0][0] == 1)
 
@@ -522,4 +526,8 @@ def duckdb_relation(
 
         body = with_row_tracking_sql(body, scan, builder._register, tracking)
     where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
-    return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
+    try:
+        return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
+    except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail
+        raise_storage_failure(exc, plan.location_list[0] if plan.location_list else "")
+        raise

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -244,9 +245,9 @@ class Storage(abc.ABC):
     def arrow_filesystem(self) -> tuple[pyarrow.fs.FileSystem, Callable[[str], str]]:
         """Return a PyArrow filesystem and a function mapping locations to its paths."""
         if self._arrow_fs is None:
-            from pyarrow.fs import FSSpecHandler, PyFileSystem
+            from pyarrow.fs import PyFileSystem
 
-            handler = FSSpecHandler(self.fs)  # type: ignore[abstract]  # stubs mark it abstract
+            handler = _strict_handler_class()(self.fs)
             self._arrow_fs = PyFileSystem(handler)
         return self._arrow_fs, self._fs_path
 
@@ -257,6 +258,34 @@ class Storage(abc.ABC):
             NotImplementedError: Polars cannot read this backend; fall back to Arrow.
         """
         raise NotImplementedError(f"Polars cannot read {self.protocol}:// locations")
+
+
+@functools.cache
+def _strict_handler_class() -> type[Any]:
+    """PyArrow's ``FSSpecHandler`` opening files without ``fs.isfile`` first.
+
+    ``isfile`` answers False on *any* error, so a failed HEAD (a 503, a dropped connection)
+    became "file not found": a transient store failure reported as a missing data file.
+    This handler asks ``fs.info``, which raises the real error, and reports a missing
+    file only when the store says so.
+    """
+    from pyarrow import PythonFile
+    from pyarrow.fs import FSSpecHandler
+
+    class StrictFSSpecHandler(FSSpecHandler):  # type: ignore[misc]  # stubs mark it abstract
+        def _open_for_read(self, path: str) -> Any:
+            fs: Any = self.fs
+            if fs.info(path).get("type") != "file":
+                raise FileNotFoundError(path)
+            return PythonFile(fs.open(path, mode="rb"), mode="r")
+
+        def open_input_stream(self, path: str) -> Any:
+            return self._open_for_read(path)
+
+        def open_input_file(self, path: str) -> Any:
+            return self._open_for_read(path)
+
+    return StrictFSSpecHandler
 
 
 def _reason(exc: BaseException) -> str:

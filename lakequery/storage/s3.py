@@ -6,6 +6,13 @@
 * Commits use a conditional ``PutObject`` with ``If-None-Match: *``; HTTP 412 means the
   object already exists. The store must support conditional writes (AWS S3 does).
 * :meth:`S3Storage.read_many` issues all GETs concurrently on s3fs's event loop.
+* Transient errors (5xx, SlowDown, dropped connections, short bodies) are retried by one
+  bounded loop configured by the storage option ``"lakequery.retries"``; see
+  :mod:`lakequery.storage.retry`.
+* A conditional PUT whose answer was lost (the connection dropped, or a 5xx came back,
+  after the store kept the object) is resolved by reading the object back: our bytes
+  mean it is ours (created), other bytes mean another writer won, no object means it did
+  not land (retried, then an error).
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from aiohttp import ClientError as AioHttpClientError
 from botocore.exceptions import BotoCoreError, ClientError
 from fsspec.asyn import sync
 from s3fs import S3FileSystem
 
 from lakequery.errors import ObjectNotFoundError, StorageError
 from lakequery.storage.base import FileInfo, Storage
+from lakequery.storage.retry import install_s3fs_handler, retries_from_options, s3fs_retry_kwargs
 
 #: Objects per ``ListObjectsV2`` page (the S3 maximum).
 LIST_PAGE_SIZE = 1000
@@ -35,19 +44,38 @@ _EXISTS_CODES = frozenset({"PreconditionFailed", "412"})
 _CONFLICT_CODES = frozenset({"ConditionalRequestConflict", "OperationAborted", "409"})
 
 
+class RetryingS3FileSystem(S3FileSystem):  # type: ignore[misc]  # s3fs is untyped
+    """``S3FileSystem`` making ``1 + lakequery_retries`` attempts per request.
+
+    The attempt count is an instance setting (s3fs keeps it as a class attribute), so
+    tables with different ``lakequery.retries`` options can live in one process; DuckDB's
+    bridge subclasses this class and gets the same argument.
+    """
+
+    def __init__(self, *args: Any, lakequery_retries: int = 4, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retries = 1 + int(lakequery_retries)
+
+
 class S3Storage(Storage):
     """A table under ``s3://bucket/prefix``; locations are ``s3://bucket/key``."""
 
-    _client_errors = (OSError, BotoCoreError, ClientError)
+    _client_errors = (OSError, BotoCoreError, ClientError, AioHttpClientError)
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self._options = dict(storage_options or {})
+        try:
+            retries = retries_from_options(self._options)
+        except ValueError as exc:
+            raise StorageError(root, "open", str(exc)) from None
+        install_s3fs_handler()
         self._fs_kwargs: dict[str, Any] = {
-            **self._options,
+            **s3fs_retry_kwargs(self._options),
+            "lakequery_retries": retries,
             "use_listings_cache": False,
             "skip_instance_cache": True,
         }
-        super().__init__(root, "s3", S3FileSystem(**self._fs_kwargs))
+        super().__init__(root, "s3", RetryingS3FileSystem(**self._fs_kwargs))
         #: Keys per listing page; lowered by tests to exercise pagination.
         self.list_page_size = LIST_PAGE_SIZE
 
@@ -163,10 +191,19 @@ class S3Storage(Storage):
     # --- writing -----------------------------------------------------------------------------
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
-        """Conditional PUT with ``If-None-Match: *``; False on 412 (object exists).
+        """Conditional PUT with ``If-None-Match: *``; False when another object is there.
 
-        A PUT whose response was lost and that s3fs retried reports False although it
-        created the object; callers that must distinguish can compare the content.
+        The answer to a PUT can be lost after the store kept the object: the connection
+        drops, or a 5xx comes back and the retry then finds the object (412). Both cases
+        are resolved by reading the object back and comparing it with ``data`` (commit
+        files carry a unique ``txnId``, so equal bytes are ours): equal -> True (created
+        by this call, reported once), different -> False (another writer won), absent ->
+        the PUT is tried again, and an error that remains is raised.
+
+        Raises:
+            StorageError: The PUT failed on every attempt and the object is not there, or
+                the read-back failed too (the outcome is then unknown, which the message
+                says).
         """
         bucket, key = self._split(path)
         for attempt in range(_CONFLICT_ATTEMPTS):
@@ -178,13 +215,31 @@ class S3Storage(Storage):
                 return True
             except StorageError as exc:
                 code = _client_error_code(exc)
-                if isinstance(exc.__cause__, FileExistsError) or code in _EXISTS_CODES:
-                    return False
+                exists = isinstance(exc.__cause__, FileExistsError) or code in _EXISTS_CODES
                 if code in _CONFLICT_CODES and attempt + 1 < _CONFLICT_ATTEMPTS:
                     time.sleep(0.05 * 2**attempt)
                     continue
+                found = self._read_back(path, exc)
+                if found is not None:
+                    return found == data
+                if exists and attempt + 1 < _CONFLICT_ATTEMPTS:
+                    continue  # 412 but gone again (deleted meanwhile): try once more
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read_back(self, path: str, failure: StorageError) -> bytes | None:
+        """The object at ``path`` after a PUT failed with ``failure``; None if absent."""
+        try:
+            return self.read(path)
+        except ObjectNotFoundError:
+            return None
+        except StorageError as exc:
+            raise StorageError(
+                path,
+                "put_if_absent",
+                f"{failure.reason}; reading the object back to learn whether the PUT "
+                f"landed failed too ({exc.reason}): outcome unknown",
+            ) from exc
 
     # --- engine bridges ----------------------------------------------------------------------
 

@@ -404,7 +404,7 @@ def _removes_for_overwrite(
     # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
     # the rows that must be kept.
     whole = snapshot.scan().restricted_to(candidates)
-    reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql))
+    reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql), snapshot.table_uri)
     assert plan.state is not None
     keep_state = replace(plan.state, extra_constraints=(), identity=())
     kept = write_data_files(reader, keep_state)
@@ -412,12 +412,12 @@ def _removes_for_overwrite(
     return remove_actions(snapshot, candidates, now), kept
 
 
-def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
+def _duckdb_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
     """A record batch stream over a DuckDB relation (``to_arrow_reader`` on DuckDB >= 1.4,
     ``fetch_record_batch`` before)."""
-    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-    reader: pa.RecordBatchReader = method()
-    return reader
+    from lakequery.storage.engine_errors import relation_reader
+
+    return relation_reader(rel, where)
 
 
 def commit_write(

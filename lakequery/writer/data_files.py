@@ -54,6 +54,7 @@ from lakequery.protocol.schema import (
     type_to_json,
 )
 from lakequery.storage import open_storage
+from lakequery.storage.engine_errors import raise_storage_failure
 from lakequery.writer.constraints import ConstraintChecker
 from lakequery.writer.identity import fill_identity
 from lakequery.writer.partition_values import (
@@ -533,8 +534,10 @@ def write_data_files(
             if batch.num_rows:
                 writer.write(batch)
         return writer.finish()
-    except BaseException:
+    except BaseException as exc:
         writer.abort()
+        if isinstance(exc, Exception):
+            raise_storage_failure(exc, state.table_uri, "write data file")
         raise
 
 
