@@ -73,6 +73,15 @@ def test_model_replays_each_kind() -> None:
     assert restored == state
 
 
+def test_write_serializable_replay_leaves_unseen_blind_appends_alone() -> None:
+    state = {**histories.seed_state(), 5001: (1, 1)}  # 5001: a concurrent blind append
+    delete = {"kind": "delete", "params": {"part": 1, "below": 50}}
+    strict = histories.apply_unseen(state, delete, [state], set())
+    relaxed = histories.apply_unseen(state, delete, [state], {5001})
+    assert 5001 not in strict and relaxed[5001] == (1, 1)
+    assert {i: vp for i, vp in relaxed.items() if i != 5001} == strict
+
+
 def serial_run(uri: str, ops: list[dict[str, Any]]) -> histories.HistoryRun:
     """Runs ``ops`` one after the other in this process; records as the workers do."""
     created = histories.create_table(uri, None, "Serializable")
