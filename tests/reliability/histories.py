@@ -265,7 +265,7 @@ def run_op(uri: str, opts: Mapping[str, Any] | None, job: Mapping[str, Any]) -> 
 
 def worker_main(job: Mapping[str, Any]) -> None:
     import lakequery as lq
-    from lakequery.errors import LakeQueryError
+    from lakequery.errors import CommitConflictError, LakeQueryError
 
     uri, opts = job["uri"], job.get("storage_options")
     lq.DeltaTable(uri, storage_options=opts).snapshot()  # warm imports and clients
@@ -282,6 +282,7 @@ def worker_main(job: Mapping[str, Any]) -> None:
             rec["outcome"] = "ok"
         except LakeQueryError as exc:
             rec.update(outcome="failed", error=type(exc).__name__, message=str(exc)[:300])
+            rec["conflict"] = isinstance(exc, CommitConflictError)
         except Exception as exc:  # an unexpected class is itself a finding
             rec.update(outcome="crashed", error=type(exc).__name__, message=str(exc)[:300])
         emit(**rec)
@@ -369,6 +370,9 @@ def check_history(
     crashed = [r for r in records if r["outcome"] == "crashed"]
     assert not crashed, f"operations raised non-LakeQueryError exceptions: {crashed}"
     failed = [r for r in records if r["outcome"] == "failed"]
+    # no faults are injected: the only acceptable failure is a lost, conflicting race
+    others = [r for r in failed if not r["conflict"]]
+    assert not others, f"operations failed with errors other than commit conflicts: {others}"
     stats.update(f"failed:{r['error']}" for r in failed)
     committed = [r for r in records if r["outcome"] == "ok" and r["committed"]]
     by_version: dict[int, dict[str, Any]] = {}
