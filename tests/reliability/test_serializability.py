@@ -38,15 +38,29 @@ S3_RUNS = (
     else [(3, "WriteSerializable")]
 )
 
+S3_FAULT_RUNS = (
+    [(seed, level) for seed in range(300, 303) for level in LEVELS]
+    if SOAK
+    else [(4, "WriteSerializable")]
+)
+
 TOTALS: Counter[str] = Counter()
 
 
 def run_and_check(
-    uri: str, storage_options: dict[str, Any] | None, seed: int, level: str, workdir: Path
+    uri: str,
+    storage_options: dict[str, Any] | None,
+    seed: int,
+    level: str,
+    workdir: Path,
+    proxy: Any = None,
 ) -> Counter[str]:
     plans = histories.plan_history(seed, PROCESSES, OPS)
     run = histories.run_history(uri, storage_options, plans, workdir, level)
-    histories.check_history(uri, storage_options, run)
+    if proxy is not None:  # check through the same endpoint, without faults
+        run.stats.update(f"fault:{kind}:{fault}" for (kind, fault) in proxy.injected.elements())
+        proxy.quiet()
+    histories.check_history(uri, storage_options, run, faults=proxy is not None)
     TOTALS.update(run.stats)
     print(f"\nseed {seed} {level}: {histories.format_stats(run.stats)}")
     print(f"totals: {histories.format_stats(TOTALS)}")
@@ -147,3 +161,27 @@ def test_s3_histories_are_serializable(
 ) -> None:
     stats = run_and_check(s3_table_uri, s3_storage_options, seed, level, tmp_path)
     assert stats["commits"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "level"), S3_FAULT_RUNS)
+def test_s3_histories_under_injected_faults_are_serializable(
+    tmp_path: Path,
+    moto_server: str,
+    s3_table_uri: str,
+    s3_storage_options: dict[str, Any],
+    seed: int,
+    level: str,
+) -> None:
+    """The same check with the store failing 3% of requests of every kind (errors before
+    and after the store acted, dropped connections, delays, truncated bodies): retries and
+    read-backs must keep every committed operation reported once and every failed one
+    without a commit."""
+    from fault_proxy import FAULTS, KINDS, FaultPlan, running_proxy
+
+    with running_proxy(moto_server) as proxy:
+        proxy.configure(FaultPlan(seed=seed, rates=dict.fromkeys(KINDS, 0.03), faults=FAULTS))
+        options = {**s3_storage_options, "endpoint_url": proxy.url}
+        stats = run_and_check(s3_table_uri, options, seed, level, tmp_path, proxy)
+    assert stats["commits"] > 0
+    assert sum(n for key, n in stats.items() if key.startswith("fault:")) > 0
