@@ -309,3 +309,27 @@ def test_create_declares_identity_then_appends_generate(tmp_path: Path) -> None:
     assert got == [{"id": 10, "v": "a"}, {"id": 15, "v": "b"}, {"id": 20, "v": "c"}]
     with pytest.raises(lq.IdentityColumnError):
         lq.write(uri, pa.table({"id": [1], "v": ["x"]}), mode="append")
+
+
+def test_spark_table_updated_merged_optimized(tmp_path: Path) -> None:
+    """The Spark-written identity table through UPDATE, MERGE (inserts get ids above the
+    mark) and OPTIMIZE; deltalake reads what lakequery reads after each command."""
+    uri = copy_spark_table(tmp_path)
+    dt = lq.DeltaTable(uri)
+    dt.update("part = 2", set={"value": "'TWO'"})
+    source = pa.table({"part": pa.array([3, 9], pa.int32()), "value": ["THREE", "nine"]})
+    dt.merge(source, on="target.part = source.part").when_matched_update(
+        {"value": "source.value"}
+    ).when_not_matched_insert({"part": "source.part", "value": "source.value"}).execute()
+    dt.optimize()
+    got = sorted(lq_table(uri).to_pylist(), key=lambda r: r["id"])
+    assert [(r["part"], r["value"]) for r in got] == [
+        (1, "one"),
+        (2, "TWO"),
+        (3, "THREE"),
+        (9, "nine"),
+    ]
+    new_id = got[-1]["id"]
+    assert new_id > 4 and [r["id"] for r in got[:3]] == [1, 2, 4]  # kept, and a fresh id
+    assert sorted(dl_table(uri).to_pylist(), key=lambda r: r["id"]) == got
+    assert field_metadata(uri, "id")["delta.identity.highWaterMark"] >= new_id
