@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakequery.clustering.create import clustering_for_new_table
 from lakequery.clustering.domain import (
@@ -45,6 +45,9 @@ from lakequery.clustering.domain import (
 from lakequery.errors import ClusteringError
 from lakequery.txn import CommitResult, Transaction
 
+if TYPE_CHECKING:
+    from lakequery.table import DeltaTable
+
 
 def set_clustering_columns(
     table: Any,
@@ -52,7 +55,8 @@ def set_clustering_columns(
     *,
     storage_options: Mapping[str, Any] | None = None,
 ) -> CommitResult:
-    """Sets the clustering columns of a table in one commit (``[]``: none).
+    """Sets the clustering columns of a table in one commit (``[]``: none); see
+    :func:`commit_clustering` (which also says which features the commit added).
 
     Args:
         table: a table URI or a :class:`~lakequery.DeltaTable`.
@@ -68,20 +72,25 @@ def set_clustering_columns(
             partitioned.
         DomainMetadataConflictError: a concurrent commit changed the clustering too.
     """
-    from lakequery.log_segment import load_state
-    from lakequery.protocol.features import upgraded_protocol
-    from lakequery.snapshot import Snapshot
     from lakequery.table import DeltaTable
 
-    if isinstance(columns, str):
-        raise TypeError("columns is a list of column names, not a string")
     dt = (
         table
         if isinstance(table, DeltaTable)
         else DeltaTable(table, storage_options=storage_options)
     )
-    storage = dt.storage
-    snapshot = Snapshot(storage, load_state(storage, None))
+    return commit_clustering(dt, columns)[0]
+
+
+def commit_clustering(table: DeltaTable, columns: Sequence[str]) -> tuple[CommitResult, list[str]]:
+    """The commit of :func:`set_clustering_columns` on the table's latest snapshot, and the
+    table features it added to the protocol (none when the table was clustered already)."""
+    from lakequery.protocol.features import upgraded_protocol
+
+    if isinstance(columns, str):
+        raise TypeError("columns is a list of column names, not a string")
+    storage = table.storage
+    snapshot = table.snapshot()
     meta = snapshot.metadata
     if meta.partition_columns:
         raise ClusteringError(
@@ -105,10 +114,12 @@ def set_clustering_columns(
         },
     )
     upgraded = upgraded_protocol(snapshot.protocol, set(CLUSTERING_FEATURES))
+    added: list[str] = []
     if upgraded is not None and domain == CLUSTERING_DOMAIN:
         txn.set_protocol(upgraded)
+        added = sorted(upgraded.effective_features() - snapshot.protocol.effective_features())
     txn.set_domain(domain, configuration)
-    return txn.commit()
+    return txn.commit(), added
 
 
-__all__ = ["set_clustering_columns"]
+__all__ = ["commit_clustering", "set_clustering_columns"]

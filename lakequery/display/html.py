@@ -127,7 +127,7 @@ def _partitions_grid(snap: Snapshot) -> str:
 
 def _features(snap: Snapshot) -> str:
     p = snap.protocol
-    names = sorted(p.effective_reader_features() | p.effective_writer_features())
+    names = sorted(p.effective_features())
     return esc(f"reader {p.min_reader_version}, writer {p.min_writer_version}") + (
         " · " + esc(", ".join(names)) if names else ""
     )

@@ -140,24 +140,20 @@ class TableAlterer:
 
         One commit of the ``delta.clustering`` domain (adding the ``clustering`` feature to
         a plain table); the next ``optimize()`` clusters by the new columns. See
-        :func:`lakequery.clustering.alter.set_clustering_columns` (a concurrent change of
+        :func:`lakequery.clustering.alter.commit_clustering` (a concurrent change of
         the clustering raises ``DomainMetadataConflictError``).
 
         Raises:
             ClusteringError: a column cannot be a clustering column, or the table is
                 partitioned.
         """
-        from lakequery.clustering.alter import set_clustering_columns
+        from lakequery.clustering.alter import commit_clustering
 
-        before = self._table.snapshot().protocol
-        result = set_clustering_columns(self._table, list(columns))
-        after = self._table.snapshot(version=result.version).protocol
-        have = before.effective_reader_features() | before.effective_writer_features()
-        now = after.effective_reader_features() | after.effective_writer_features()
+        result, added = commit_clustering(self._table, list(columns))
         return AlterResult(
             result.version,
             "CLUSTER BY",
-            features_added=tuple(sorted(now - have)),
+            features_added=tuple(added),
             attempts=result.attempts,
             parameters={"newClusteringColumns": list(columns)},
         )

@@ -107,10 +107,6 @@ class AlterResult:
 Planner = Callable[[Snapshot], AlterChange]
 
 
-def _features(protocol: Protocol) -> frozenset[str]:
-    return protocol.effective_reader_features() | protocol.effective_writer_features()
-
-
 def commit_change(
     table: DeltaTable, planner: Planner, *, snapshot: Snapshot | None = None
 ) -> AlterResult:
@@ -150,8 +146,8 @@ def commit_change(
             attempts += 1
             snap = table.snapshot()
             continue
-        before = _features(snap.protocol)
-        after = _features(change.protocol) if change.protocol is not None else before
+        before = snap.protocol.effective_features()
+        after = change.protocol.effective_features() if change.protocol is not None else before
         return AlterResult(
             version=result.version,
             operation=change.operation,

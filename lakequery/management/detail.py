@@ -121,7 +121,7 @@ def describe_detail(snapshot: Snapshot) -> TableDetail:
     meta, proto = snapshot.metadata, snapshot.protocol
     created = meta.created_time
     size = pc.sum(snapshot.files().column("size")).as_py() if snapshot.num_files else 0
-    features = proto.effective_reader_features() | proto.effective_writer_features()
+    features = proto.effective_features()
     return TableDetail(
         format="delta",
         id=meta.id,

@@ -129,9 +129,7 @@ def _in_use(snapshot: Snapshot, feature: str) -> str | None:
 def _without(current: Protocol, feature: str) -> Protocol:
     """``current`` minus ``feature``: the legacy versions when they still say exactly
     what remains, else a table-features protocol listing it."""
-    remaining = (current.effective_reader_features() | current.effective_writer_features()) - {
-        feature
-    }
+    remaining = current.effective_features() - {feature}
     try:
         legacy = protocol_for(set(remaining))
     except UnsupportedFeatureError:  # e.g. an inactive identityColumns: keep listing it

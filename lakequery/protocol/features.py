@@ -112,6 +112,10 @@ class Protocol:
             return frozenset(self.writer_features or ())
         return frozenset(LEGACY_WRITER_FEATURES.get(self.min_writer_version, ()))
 
+    def effective_features(self) -> frozenset[str]:
+        """Every feature in force, for readers or writers."""
+        return self.effective_reader_features() | self.effective_writer_features()
+
     def supports(self, feature: str) -> bool:
         """True when the protocol lists (or implies) ``feature`` for readers or writers."""
         return feature in self.effective_reader_features() or (
@@ -221,7 +225,7 @@ def check_writable(
             f"minWriterVersion={wv}", operation="write", detail="lakequery writes versions 1-7"
         )
     config = configuration or {}
-    names = protocol.effective_reader_features() | protocol.effective_writer_features()
+    names = protocol.effective_features()
     for name in sorted(names):
         support = FEATURES.get(name)
         if support is not None and support.write:
@@ -348,7 +352,7 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
     }
     if not missing:
         return None
-    have = current.effective_reader_features() | current.effective_writer_features()
+    have = current.effective_features()
     proto = protocol_for(set(have) | missing)
     return Protocol(
         max(proto.min_reader_version, current.min_reader_version),
