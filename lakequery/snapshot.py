@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.errors import ObjectNotFoundError
+from lakequery.errors import ObjectNotFoundError, TableNotFoundError
 from lakequery.history import commit_timestamps, read_commit_infos
 from lakequery.log_segment import (
     TableState,
@@ -242,3 +242,14 @@ class Snapshot:
         from lakequery.scan import Scan
 
         return Scan(self, columns=columns, filter=filter, row_tracking=row_tracking)
+
+
+def latest_or_none(storage: Storage) -> Snapshot | None:
+    """The latest snapshot at ``storage``, or None when no table is there yet (writers and
+    CREATE TABLE decide between creating and appending with it)."""
+    from lakequery.log_segment import load_state
+
+    try:
+        return Snapshot(storage, load_state(storage, None))
+    except TableNotFoundError:
+        return None

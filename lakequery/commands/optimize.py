@@ -75,6 +75,7 @@ from lakequery.errors import CommitConflictError, PredicateError
 from lakequery.row_tracking.rewrite import preserving_scan, preserving_state
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import relation_reader
 from lakequery.txn import Transaction
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.state import WriteState
@@ -196,12 +197,6 @@ def plan_optimize(
     return OptimizePlan(files, tuple(bins))
 
 
-def _duckdb_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
-    from lakequery.storage.engine_errors import relation_reader
-
-    return relation_reader(rel, where)
-
-
 #: Small input files come out of DuckDB as one small batch each; the writer gets them
 #: regrouped into batches of about this many rows (its per-batch work is not free).
 COALESCE_ROWS = 1 << 17
@@ -232,7 +227,7 @@ def _compact(snapshot: Snapshot, files: pa.Table, state: WriteState) -> list[dic
     con = duckdb.connect(config={"threads": 2})
     try:
         rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
-        return write_data_files(_coalesced(_duckdb_reader(rel, snapshot.table_uri)), state)
+        return write_data_files(_coalesced(relation_reader(rel, snapshot.table_uri)), state)
     finally:
         con.close()
 
@@ -355,7 +350,7 @@ def _cluster(
         try:
             rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
             batches, complete = _read_within(
-                _duckdb_reader(rel, snapshot.table_uri), memory_bytes // 2
+                relation_reader(rel, snapshot.table_uri), memory_bytes // 2
             )
         finally:
             con.close()
@@ -438,7 +433,7 @@ def _cluster_spilling(
     try:
         con.register("lq_cluster_source", pa.RecordBatchReader.from_batches(schema, tagged()))
         rel = con.sql(f"SELECT * FROM lq_cluster_source ORDER BY {_KEY}")
-        return _cut_files(_duckdb_reader(rel), rows_per_file, writers)
+        return _cut_files(relation_reader(rel), rows_per_file, writers)
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

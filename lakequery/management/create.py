@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from lakequery.errors import AppendOnlyError, TableAlreadyExistsError, TableNotFoundError
+from lakequery.errors import AppendOnlyError, TableAlreadyExistsError
 from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
-from lakequery.snapshot import Snapshot
-from lakequery.storage import Storage
+from lakequery.snapshot import latest_or_none
 from lakequery.txn import Transaction
 from lakequery.writer.identity import Identity, identity_schema
 from lakequery.writer.new_table import new_table, split_configuration
@@ -72,15 +71,6 @@ def delta_schema(schema: Any) -> StructType:
     raise TypeError(
         f"schema must be a pyarrow.Schema or a lakequery StructType, not {type(schema).__name__}"
     )
-
-
-def _latest(storage: Storage) -> Snapshot | None:
-    from lakequery.log_segment import load_state
-
-    try:
-        return Snapshot(storage, load_state(storage, None))
-    except TableNotFoundError:
-        return None
 
 
 def _parameters(metadata: Metadata) -> dict[str, Any]:
@@ -127,7 +117,7 @@ def create_table(
 
         clustering = clustering_for_new_table(metadata, list(cluster_by))
         protocol = upgraded_protocol(protocol, set(clustering.features)) or protocol
-    existing = _latest(storage)
+    existing = latest_or_none(storage)
     if existing is not None:
         if mode == "ignore":
             return table

@@ -51,7 +51,6 @@ from lakequery.errors import (
     LakeQueryError,
     SchemaError,
     TableAlreadyExistsError,
-    TableNotFoundError,
 )
 from lakequery.metadata import Metadata
 from lakequery.protocol.actions import total_records
@@ -65,8 +64,9 @@ from lakequery.protocol.row_tracking_enablement import (
 from lakequery.protocol.schema import (
     schema_to_json,
 )
-from lakequery.snapshot import Snapshot
+from lakequery.snapshot import Snapshot, latest_or_none
 from lakequery.storage import Storage, open_storage
+from lakequery.storage.engine_errors import relation_reader
 from lakequery.txn import CommitResult, Transaction
 from lakequery.writer.data_files import write_data_files
 from lakequery.writer.identity import (
@@ -175,15 +175,6 @@ def _storage_of(table: Any, storage_options: Mapping[str, Any] | None) -> Storag
     raise TypeError(f"write to a URI string or a DeltaTable, not {type(table).__name__}")
 
 
-def _latest(storage: Storage) -> Snapshot | None:
-    from lakequery.log_segment import load_state
-
-    try:
-        return Snapshot(storage, load_state(storage, None))
-    except TableNotFoundError:
-        return None
-
-
 def plan_write(
     table: Any,
     schema: pa.Schema,
@@ -225,7 +216,7 @@ def plan_write(
     storage = _storage_of(table, storage_options)
     if storage_options is None:
         storage_options = storage.options
-    snapshot = _latest(storage)
+    snapshot = latest_or_none(storage)
     plan = WritePlan(
         storage,
         snapshot,
@@ -404,20 +395,12 @@ def _removes_for_overwrite(
     # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
     # the rows that must be kept.
     whole = snapshot.scan().restricted_to(candidates)
-    reader = _duckdb_reader(whole.to_duckdb(con).filter(keep_sql), snapshot.table_uri)
+    reader = relation_reader(whole.to_duckdb(con).filter(keep_sql), snapshot.table_uri)
     assert plan.state is not None
     keep_state = replace(plan.state, extra_constraints=(), identity=())
     kept = write_data_files(reader, keep_state)
     con.close()
     return remove_actions(snapshot, candidates, now), kept
-
-
-def _duckdb_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
-    """A record batch stream over a DuckDB relation (``to_arrow_reader`` on DuckDB >= 1.4,
-    ``fetch_record_batch`` before)."""
-    from lakequery.storage.engine_errors import relation_reader
-
-    return relation_reader(rel, where)
 
 
 def commit_write(
@@ -488,7 +471,7 @@ def commit_write(
 def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResult:
     """Another writer created the table first: append instead when it is the same table
     shape (same schema and partitioning), else give up."""
-    snapshot = _latest(plan.storage)
+    snapshot = latest_or_none(plan.storage)
     assert plan.metadata is not None and snapshot is not None
     if plan.state is not None and plan.state.identity:  # our values started from scratch
         raise TableAlreadyExistsError(
