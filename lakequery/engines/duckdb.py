@@ -283,7 +283,10 @@ class _Builder:
         ``filename`` to a registered table of numbers instead (slower, and only used when
         the numbered files span more than :data:`MAX_UNION_GROUPS` partitions).
         """
-        plan_index = {loc: i for i, loc in enumerate(self.scan.plan().location_list)}
+        # the plan's numbering is what DML's row ids name; plain scans never need it
+        plan_index = (
+            {loc: i for i, loc in enumerate(self.scan.plan().location_list)} if self.row_ids else {}
+        )
         order: list[str] = []
         joined: list[str] = []
         for b in branches:
@@ -296,17 +299,17 @@ class _Builder:
             order += b.locations
         if joined:
             number = {loc: i for i, loc in enumerate(order)}
-            self.numbers_table = self._register(
-                "files",
-                pa.table(
-                    {
-                        "loc": [_file_key(self.storage.duckdb_path(p)) for p in joined],
-                        "num": pa.array([number[p] for p in joined], pa.int64()),
-                        "plan": pa.array([plan_index[p] for p in joined], pa.int64()),
-                    }
-                ),
-            )
-        self.plan_numbers = {id(b): [plan_index[p] for p in b.locations] for b in branches}
+            columns = {
+                "loc": [_file_key(self.storage.duckdb_path(p)) for p in joined],
+                "num": pa.array([number[p] for p in joined], pa.int64()),
+            }
+            if self.row_ids:
+                columns["plan"] = pa.array([plan_index[p] for p in joined], pa.int64())
+            self.numbers_table = self._register("files", pa.table(columns))
+        if self.row_ids:
+            self.plan_numbers = {
+                id(b): [plan_index[p] for p in b.locations] for b in branches if b.numbered
+            }
         if not deleted:
             return
         with_dv = [(i, loc) for i, loc in enumerate(order) if loc in deleted]
@@ -364,9 +367,10 @@ class _Builder:
             number, plan = "n.num", "n.plan"
         else:
             number = f"(CAST(d.file_index AS BIGINT) + {self.offsets.get(id(branch), 0)})"
-            plans = ", ".join(str(i) for i in self.plan_numbers.get(id(branch), []))
-            plan = f"CAST(([{plans}])[CAST(d.file_index AS BIGINT) + 1] AS BIGINT)"
         if self.row_ids:
+            if not by_name:
+                plans = ", ".join(str(i) for i in self.plan_numbers[id(branch)])
+                plan = f"CAST(([{plans}])[CAST(d.file_index AS BIGINT) + 1] AS BIGINT)"
             select += (
                 f", {plan} AS {ROW_FILE_COLUMN}, "
                 f"CAST(d.file_row_number AS BIGINT) AS {ROW_NUMBER_COLUMN}"
