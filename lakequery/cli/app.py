@@ -48,8 +48,6 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except (LakeQueryError, ValueError) as exc:
-            if isinstance(exc, click.ClickException):
-                raise
             opts = ctx.find_object(Options)
             if opts is not None and opts.debug:
                 raise

@@ -80,16 +80,6 @@ def _bar_delay() -> float:
         return BAR_DELAY_S
 
 
-def _human(n: int) -> str:
-    """Bytes in binary units, e.g. ``4.0 KiB``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def _in_jupyter() -> bool:
     """True inside a Jupyter kernel (a ZMQ-backed IPython shell), without importing IPython."""
     shell_mod = sys.modules.get("IPython")
@@ -186,7 +176,9 @@ class ProgressReporter:
         )
 
     def _size(self) -> str:
-        return f"{_human(self.bytes_done)}/{_human(self.bytes_total)}"
+        from lakequery.display.facts import format_bytes  # only when a bar is drawn
+
+        return f"{format_bytes(self.bytes_done)}/{format_bytes(self.bytes_total)}"
 
     def snapshot(self) -> Progress:
         return Progress(
