@@ -14,7 +14,7 @@ from typing import Any
 import deltalake
 import pyarrow as pa
 import pytest
-from tablekit import copy_conformance_table
+from tablekit import copy_conformance_table, read_actions
 
 import lakequery as lq
 from lakequery.writer.identity import Identity, identity_schema
@@ -33,8 +33,7 @@ def dl_table(uri: str) -> pa.Table:
 
 
 def commit(uri: str, version: int) -> list[dict[str, Any]]:
-    path = Path(uri) / "_delta_log" / f"{version:020d}.json"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_actions(Path(uri) / "_delta_log" / f"{version:020d}.json")
 
 
 def field_metadata(uri: str, column: str) -> dict[str, Any]:

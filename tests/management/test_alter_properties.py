@@ -3,19 +3,19 @@ each needs, in the same commit; unknown, reserved and malformed keys refused."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from altkit import assert_engines, config_of, deltalake_rows, plain_table, protocol_of
+from tablekit import read_actions
 
 import lakequery as lq
 
 
-def _commit(uri: str, version: int) -> list[dict[str, object]]:
-    path = Path(uri) / "_delta_log" / f"{version:020d}.json"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def _commit(uri: str, version: int) -> list[dict[str, Any]]:
+    return read_actions(Path(uri) / "_delta_log" / f"{version:020d}.json")
 
 
 @pytest.mark.parametrize(
