@@ -9,7 +9,10 @@ and report the best and the median of ``--repeat`` runs of ``SELECT sum(a), avg(
 
 - ``spark.read.parquet`` of the plain table's data files (no Delta log at all);
 - ``lakequery.spark.read`` of the plain table (snapshot + planning on the driver included);
-- ``lakequery.spark.read`` of the DV table (DVs loaded and anti-joined);
+- ``lakequery.spark.read`` of the DV table (DVs loaded, deleted rows filtered out), and of
+  its twin: the same remaining rows in as many files without deletion vectors;
+- the floor of any position-based DV filter in Spark: ``spark.read.parquet`` of the DV
+  table's files producing ``_metadata.row_index`` (and deleting nothing);
 - ``spark.read.format("lakequery")`` of both (rows pass through Python workers);
 - writes of the same ``--rows`` generated rows: ``df.write.parquet`` against
   ``df.write.format("lakequery")`` and ``lakequery.spark.write``.
@@ -41,12 +44,37 @@ DATA = Path(__file__).resolve().parent / "data"
 
 def build_tables(rows: int, files: int) -> tuple[str, str]:
     """(plain table, DV table) of ``rows`` rows in ``files`` files, cached by size."""
-    import lakequery as lq
 
     root = DATA / f"spark_read_{rows}_{files}"
     plain, dv = root / "plain", root / "dv"
     if (dv / "_delta_log").is_dir():
         return str(plain), str(dv)
+    _build(plain, dv, root, rows, files)
+    return str(plain), str(dv)
+
+
+def build_twin(rows: int, files: int) -> str:
+    """The DV table's remaining rows in ``files`` files without deletion vectors."""
+    import pyarrow.parquet as pq
+
+    import lakequery as lq
+
+    plain, _ = build_tables(rows, files)
+    twin = DATA / f"spark_read_{rows}_{files}" / "twin"
+    if (twin / "_delta_log").is_dir():
+        return str(twin)
+    shutil.rmtree(twin, ignore_errors=True)
+    scan = lq.DeltaTable(plain).snapshot().scan()
+    for location in scan.plan().location_list:  # one file per file, as in the DV table
+        table = pq.read_table(location)
+        keep = table.column("id").to_numpy() % 100 != 7
+        lq.write(str(twin), table.filter(pa.array(keep)), mode="append")
+    return str(twin)
+
+
+def _build(plain: Path, dv: Path, root: Path, rows: int, files: int) -> None:
+    import lakequery as lq
+
     shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng(0)
     per = rows // files
@@ -63,7 +91,6 @@ def build_tables(rows: int, files: int) -> tuple[str, str]:
         lq.write(str(plain), table, mode="append")
     shutil.copytree(plain, dv)
     lq.DeltaTable(str(dv)).delete("id % 100 = 7")
-    return str(plain), str(dv)
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
@@ -91,10 +118,18 @@ def run(rows: int, files: int, repeat: int, writes: bool) -> list[tuple[str, lis
     def agg(df: Any) -> Any:
         return df.agg(F.sum("a"), F.avg("b")).collect()
 
+    twin = build_twin(rows, files)
+    dv_locations = lq.DeltaTable(dv).snapshot().scan().plan().location_list
+    positions = F.col("_metadata.row_index")
     contenders: list[tuple[str, Callable[[], Any]]] = [
         ("spark.read.parquet (files)", lambda: agg(spark.read.parquet(*locations))),
         ("lakequery.spark.read", lambda: agg(lqs.read(spark, plain))),
+        ("lakequery.spark.read, twin without DVs", lambda: agg(lqs.read(spark, twin))),
         ("lakequery.spark.read, 1% DV", lambda: agg(lqs.read(spark, dv))),
+        (
+            "spark.read.parquet (DV files) + row_index",
+            lambda: agg(spark.read.parquet(*dv_locations).where(positions >= 0)),
+        ),
     ]
     if has_source:
         contenders += [
@@ -144,7 +179,9 @@ def report(results: list[tuple[str, list[float]]]) -> str:
     lines = ["| contender | best s | median s | best ratio |", "|---|---|---|---|"]
     bases = {
         "lakequery.spark.read": "spark.read.parquet (files)",
-        "lakequery.spark.read, 1% DV": "lakequery.spark.read",
+        "lakequery.spark.read, twin without DVs": "spark.read.parquet (files)",
+        "lakequery.spark.read, 1% DV": "lakequery.spark.read, twin without DVs",
+        "spark.read.parquet (DV files) + row_index": "spark.read.parquet (files)",
         'format("lakequery")': "lakequery.spark.read",
         'format("lakequery"), 1% DV': "lakequery.spark.read, 1% DV",
         "lakequery.spark.write": "df.write.parquet (zstd)",

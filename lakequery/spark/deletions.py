@@ -1,25 +1,27 @@
-"""Deletion vectors on Spark: the deleted rows are computed on the executors and
-anti-joined away from Spark's own Parquet scan.
+"""Deletion vectors on Spark: deleted rows are removed from Spark's own Parquet scan by
+their exact physical position.
 
-Spark's hidden file metadata gives every row its file and its exact physical position
-(``_metadata.row_index``, also under row-group skipping and file splits). The DV
-*descriptors* (a few dozen bytes per file) go to the executors as a small DataFrame;
-``mapInArrow`` there loads each bitmap (inline, or one ranged read of the DV file, with
-the size, CRC and cardinality checks of :mod:`lakequery.dv.files`) and emits the deleted
-positions as join keys. The anti-join is broadcast while the descriptors' cardinalities
-add up to at most :data:`BROADCAST_DELETED_ROWS`; above that Spark shuffles both sides.
+Spark's hidden file metadata gives every row its file and its position
+(``_metadata.row_index``, also under row-group skipping and file splits). Files are told
+apart by ``_metadata.file_size``, a constant Spark already holds per file: files are put
+in buckets so that no two files of a bucket have the same size (the k-th file of a given
+size goes to bucket k) and each bucket is its own Parquet scan. That is exact when every
+DV file's logged size equals the size the storage reports (what Spark's listing sees) --
+checked on the driver. Then, by measurement (benchmarks/RESULTS.md, Spark section):
 
-The join key, measured (benchmarks/RESULTS.md, Spark section): Spark joins one ``long``
-key with its specialised hash relation about twice as fast as a (file path, position)
-key, and hashing the path per row costs almost as much. So the key is one long built from
-per-file *constants* Spark already holds as constant vectors, ``((row_index << s) +
-file_size) << b) + bucket``: files are put in buckets so that no two files of a bucket
-have the same size (the k-th file of a given size goes to bucket k), each bucket is its
-own Parquet scan with its number as a literal, and the key is exact when every DV file's
-size equals the size the storage reports (what Spark's listing sees) and the row counts,
-sizes and bucket numbers fit 62 bits together -- all checked on the driver. Otherwise
-(or with more than :data:`MAX_BUCKETS` files of one size) the key is the
-(``_metadata.file_path``, ``row_index``) pair, which is always exact.
+- **a bitmap filter** (:mod:`lakequery.spark.position_bitmap`) while the deleted rows add
+  up to at most :data:`BROADCAST_DELETED_ROWS` and their dense bitmap fits the plan: the
+  DVs are decoded on the driver into one word array per bucket, and each row tests its
+  bit -- no hash probe per row, about half the cost of the joins below;
+- otherwise **an anti-join** on one long built from those constants, ``((row_index << s) +
+  file_size) << b) + bucket``, broadcast up to :data:`BROADCAST_DELETED_ROWS`; above it
+  the DV *descriptors* (a few dozen bytes per file) go to the executors, where
+  ``mapInArrow`` loads each bitmap (inline, or one ranged read of the DV file, with the
+  size, CRC and cardinality checks of :mod:`lakequery.dv.files`), and Spark shuffles both
+  sides;
+- when the sizes do not match (or more than :data:`MAX_BUCKETS` files share a size) or
+  the row counts, sizes and bucket numbers do not fit 62 bits, the anti-join's key is the
+  (``_metadata.file_path``, ``row_index``) pair, which is always exact.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.errors import StorageError
+from lakequery.spark import position_bitmap
+from lakequery.spark.position_bitmap import BitmapFilter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -166,12 +170,16 @@ class Deletions:
         shifts = None if self.key is None else (self.key.size_shift, self.key.row_shift)
         ddl = _PAIR_KEY_DDL if self.key is None else _LONG_KEY_DDL
         total = int(pc.sum(pc.struct_field(dvs, "cardinality")).as_py() or 0)
+        self.filters: dict[int, BitmapFilter] | None = None
         if total <= BROADCAST_DELETED_ROWS:
             # A broadcast collects its rows on the driver anyway: load them there and
             # spare the job that would compute them on the executors.
-            keys = list(
-                deleted_keys(iter(descriptors.to_batches()), storage=storage, shifts=shifts)
-            )
+            positions = deleted_positions(descriptors, storage)
+            if self.key is not None:
+                self.filters = _bitmap_filters(spark, self.key, descriptors, positions)
+                if self.filters is not None:
+                    return
+            keys = list(_keys(descriptors, positions, shifts))
             table = pa.Table.from_batches(keys, schema=_key_schema(shifts))
             self.rows = F.broadcast(spark.createDataFrame(table, schema=ddl))
             return
@@ -198,6 +206,8 @@ class Deletions:
         """``df`` (a Parquet scan of files of one bucket) without the deleted rows."""
         from pyspark.sql import functions as F
 
+        if self.filters is not None:
+            return self.filters[bucket].apply(df)
         position = F.col("_metadata.row_index")
         if self.key is not None:
             key = F.shiftleft(position, self.key.row_shift) + F.shiftleft(
@@ -237,31 +247,63 @@ def deleted_keys(
 ) -> Iterator[pa.RecordBatch]:
     """The join keys of the deleted rows of each DV descriptor row: one long
     (``shifts`` = the size and row shifts of :class:`LongKey`) or (Spark file, row)."""
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        yield from _keys(table, deleted_positions(table, storage), shifts)
+
+
+def deleted_positions(table: pa.Table, storage: Storage) -> list[np.ndarray[Any, Any]]:
+    """The sorted deleted positions of each DV descriptor row of ``table``."""
     from lakequery.dv.bitmap import to_numpy
     from lakequery.dv.descriptor import Descriptor
     from lakequery.dv.files import load_deletion_vectors
 
+    descriptors = table.select(list(_DESCRIPTOR_FIELDS)).to_pylist()
+    paths = [str(p) for p in table.column("path").to_pylist()]
+    items = [(p, Descriptor.from_dict(d)) for p, d in zip(paths, descriptors, strict=True)]
+    bitmaps = load_deletion_vectors(storage, storage.root, items)
+    return [to_numpy(b).astype(np.int64, copy=False) for b in bitmaps]
+
+
+def _keys(
+    table: pa.Table, deleted: Sequence[np.ndarray[Any, Any]], shifts: tuple[int, int] | None
+) -> Iterator[pa.RecordBatch]:
     schema = _key_schema(shifts)
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        descriptors = table.select(list(_DESCRIPTOR_FIELDS)).to_pylist()
-        paths = [str(p) for p in table.column("path").to_pylist()]
-        items = [(p, Descriptor.from_dict(d)) for p, d in zip(paths, descriptors, strict=True)]
-        bitmaps = load_deletion_vectors(storage, storage.root, items)
-        sizes = table.column("size").to_pylist()
-        buckets = table.column("bucket").to_pylist()
-        names = table.column("spark_file").to_pylist()
-        for size, bucket, name, bitmap in zip(sizes, buckets, names, bitmaps, strict=True):
-            positions = to_numpy(bitmap).astype(np.int64, copy=False)
-            if shifts is not None:
-                size_shift, row_shift = shifts
-                offset = (int(size or 0) << size_shift) + int(bucket or 0)
-                keys = (positions << np.int64(row_shift)) + np.int64(offset)
-                yield pa.record_batch([pa.array(keys, pa.int64())], schema=schema)
-            else:
-                files = pa.repeat(pa.scalar(name, pa.string()), len(positions))
-                rows = pa.array(positions, pa.int64())
-                yield pa.record_batch([files, rows], schema=schema)
+    sizes = table.column("size").to_pylist()
+    buckets = table.column("bucket").to_pylist()
+    names = table.column("spark_file").to_pylist()
+    for size, bucket, name, positions in zip(sizes, buckets, names, deleted, strict=True):
+        if shifts is not None:
+            size_shift, row_shift = shifts
+            offset = (int(size or 0) << size_shift) + int(bucket or 0)
+            keys = (positions << np.int64(row_shift)) + np.int64(offset)
+            yield pa.record_batch([pa.array(keys, pa.int64())], schema=schema)
+        else:
+            files = pa.repeat(pa.scalar(name, pa.string()), len(positions))
+            rows = pa.array(positions, pa.int64())
+            yield pa.record_batch([files, rows], schema=schema)
+
+
+def _bitmap_filters(
+    spark: SparkSession,
+    key: LongKey,
+    descriptors: pa.Table,
+    deleted: Sequence[np.ndarray[Any, Any]],
+) -> dict[int, BitmapFilter] | None:
+    """One bitmap filter per bucket (whose files have pairwise different sizes), or None
+    when any of them cannot be built (the join is used for all)."""
+    sizes = descriptors.column("size").to_numpy()
+    filters = {}
+    for bucket in np.unique(key.buckets).tolist():
+        members = np.flatnonzero(key.buckets == bucket)
+        bitmap = position_bitmap.build(
+            sizes[members].tolist(), [deleted[i] for i in members.tolist()]
+        )
+        made = None if bitmap is None else BitmapFilter.create(spark, bitmap)
+        if made is None:
+            return None
+        filters[bucket] = made
+    return filters
 
 
 __all__ = [
@@ -269,6 +311,7 @@ __all__ = [
     "Deletions",
     "LongKey",
     "deleted_keys",
+    "deleted_positions",
     "long_key",
     "spark_file_names",
     "spark_path",

@@ -18,8 +18,8 @@ How each part of the Delta read maps onto Spark:
   each with the values as literals (``UNION ALL``); above that, the values are joined by
   file with a broadcast table.
 - **Deletion vectors.** Files without a DV are read as they are; the others are read
-  with Spark's hidden ``_metadata`` columns and anti-joined with their deleted positions,
-  which the executors compute from the DV descriptors (:mod:`lakequery.spark.deletions`).
+  with Spark's hidden ``_metadata`` columns and lose their deleted positions, through a
+  bitmap filter or an anti-join (:mod:`lakequery.spark.deletions`).
 - **Filters** (SQL text or ``pyarrow.compute`` expressions, the language of
   :meth:`lakequery.Snapshot.scan`) prune files on the driver and are applied to rows as a
   Spark SQL condition, which Spark pushes into its Parquet reader (row-group skipping);

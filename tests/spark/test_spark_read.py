@@ -22,6 +22,7 @@ import lakequery as lq
 import lakequery.spark as lqs
 from lakequery.dv.descriptor import Descriptor
 from lakequery.spark import deletions as spark_deletions
+from lakequery.spark import position_bitmap
 from lakequery.spark import reading as spark_reading
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,13 +106,24 @@ def test_deletion_vectors_of_all_three_storage_types(spark: Any, tmp_path: Path)
         same_as_lakequery(spark, uri, version=version)
 
 
-@pytest.mark.parametrize("key", ["long", "pair"])
-@pytest.mark.parametrize("where", ["driver", "executors"])
-def test_deletion_vector_join_variants(
+@pytest.mark.parametrize(
+    ("key", "where"),
+    [
+        ("bitmap", "driver"),
+        ("long", "driver"),
+        ("pair", "driver"),
+        ("long", "executors"),
+        ("pair", "executors"),
+    ],
+)
+def test_deletion_vector_filter_and_join_variants(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, where: str
 ) -> None:
-    """The one-long key and the (file, row) key, with positions loaded on the driver
-    (broadcast) or on the executors (shuffled join): all exact."""
+    """The bitmap filter (positions decoded on the driver), and the anti-joins on the
+    one-long key and the (file, row) key with positions loaded on the driver (broadcast)
+    or on the executors (shuffled join): all exact."""
+    if key != "bitmap":
+        monkeypatch.setattr(position_bitmap, "MAX_WORDS", 0)
     if key == "pair":
         monkeypatch.setattr(spark_deletions, "MAX_BUCKETS", 0)
     if where == "executors":
@@ -122,8 +134,9 @@ def test_deletion_vector_join_variants(
     lq.DeltaTable(uri).delete("id % 17 = 3 OR x = 50")
     df = lqs.read(spark, uri)
     plan = df._jdf.queryExecution().executedPlan().toString()
+    assert ("UnsafeArrayData" in plan) == (key == "bitmap")
     assert ("shiftleft" in plan) == (key == "long")
-    assert ("BroadcastHashJoin" in plan) == (where == "driver")
+    assert ("BroadcastHashJoin" in plan) == (key != "bitmap" and where == "driver")
     assert ("ShuffledHashJoin" in plan) == (where == "executors")
     got = same_as_lakequery(spark, uri)
     assert not [r for r in got if r["id"] % 17 == 3 or r["x"] == 50]
