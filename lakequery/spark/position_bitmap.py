@@ -139,13 +139,11 @@ class BitmapFilter:
         slot_number = F.pmod(F.col("_metadata.file_size"), F.lit(self.modulus)).cast("int")
         slot = F.get(self.slots, slot_number)
         word_number = F.shiftright(position, 6)
-        word = F.when(
-            word_number < F.col("__lq_slot").bitwiseAND(F.lit(0xFFFFFFFF)),
-            F.get(self.words, (F.shiftright(F.col("__lq_slot"), 32) + word_number).cast("int")),
-        ).otherwise(F.lit(0))
-        deleted = F.expr("shiftright(__lq_word, cast(_metadata.row_index & 63 as int)) & 1 = 1")
-        marked = df.withColumn("__lq_slot", slot).withColumn("__lq_word", word)
-        return marked.where(~deleted).drop("__lq_slot", "__lq_word")
+        word = F.get(self.words, (F.shiftright(slot, 32) + word_number).cast("int"))
+        bit = F.call_function("shiftright", word, position.bitwiseAND(63).cast("int"))
+        deleted = (word_number < slot.bitwiseAND(F.lit(0xFFFFFFFF))) & (bit.bitwiseAND(1) == 1)
+        # one condition: every DataFrame step is one more analysis of the plan on the driver
+        return df.where(~deleted)
 
 
 __all__ = [
