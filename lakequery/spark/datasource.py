@@ -51,7 +51,7 @@ Options (names are case-insensitive):
   open the table themselves with it. Spark shows option values in query plans and logs,
   so prefer credentials the executors find in their environment (``AWS_*`` variables).
 
-What PySpark's Python data source API cannot do today (Spark 4.1), and so this source
+What PySpark's Python data source API cannot do today (Spark 4.2), and so this source
 cannot either:
 
 - *No column pruning.* Spark always asks for every column of the schema, so a read
