@@ -44,10 +44,9 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStruct
 
-from lakequery.spark.conform import conform_batch
+from lakequery.spark.conform import conform_batch, spark_arrow_schema
 from lakequery.spark.datasource_options import (
     DEFAULT_MAX_PARTITION_BYTES,
     _bool,
@@ -255,7 +254,7 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FilesPartition):
             return
-        target = to_arrow_schema(self._schema())
+        target = spark_arrow_schema(self._schema())
         for batch in read_partition(partition, self.options.uri, self.options.storage_options):
             if batch.num_rows:
                 yield conform_batch(batch, target)
