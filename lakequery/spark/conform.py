@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import inspect
+from functools import cache
 from typing import Any
 
 import pyarrow as pa
@@ -73,4 +75,25 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-__all__ = ["conform_array", "conform_batch"]
+def spark_arrow_schema(schema: Any) -> pa.Schema:
+    """The Arrow form of a Spark ``StructType`` that Spark checks a Python data source's
+    batches against (and hands a Python writer): timestamps with time zone in UTC.
+
+    PySpark 4.2 made ``to_arrow_schema``'s time zone a required keyword for timestamps
+    (its own data source worker passes ``"UTC"``); 4.0 and 4.1 have no such parameter
+    and always use UTC."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if _takes_timezone():
+        return to_arrow_schema(schema, timezone="UTC")  # type: ignore[no-any-return]
+    return to_arrow_schema(schema)  # type: ignore[no-any-return]
+
+
+@cache
+def _takes_timezone() -> bool:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return "timezone" in inspect.signature(to_arrow_schema).parameters
+
+
+__all__ = ["conform_array", "conform_batch", "spark_arrow_schema"]

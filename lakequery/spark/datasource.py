@@ -51,7 +51,7 @@ Options (names are case-insensitive):
   open the table themselves with it. Spark shows option values in query plans and logs,
   so prefer credentials the executors find in their environment (``AWS_*`` variables).
 
-What PySpark's Python data source API cannot do today (Spark 4.1), and so this source
+What PySpark's Python data source API cannot do today (Spark 4.2), and so this source
 cannot either:
 
 - *No column pruning.* Spark always asks for every column of the schema, so a read
@@ -84,8 +84,8 @@ cannot either:
   class and message. :func:`lakequery_errors` turns it back into that class.
 - *No* ``CREATE TABLE ... USING lakequery`` in a catalog. Streaming
   (``readStream``/``writeStream``) works: see :mod:`lakequery.spark.datasource_stream`
-  for its semantics and what PySpark's streaming API limits (rate limits from the second
-  micro-batch on; ``Trigger.AvailableNow`` in one micro-batch).
+  for its semantics and what PySpark's streaming API limits (before PySpark 4.2: rate
+  limits from the second micro-batch on; ``Trigger.AvailableNow`` in one micro-batch).
 
 Prefer :func:`lakequery.spark.read` (a native Spark DataFrame over Spark's own Parquet
 reader) for anything large or column-selective: it prunes columns, keeps Spark's

@@ -25,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStruct
 
 from lakequery.errors import SchemaMismatchError
@@ -33,7 +32,7 @@ from lakequery.log_segment import TableState
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol
 from lakequery.snapshot import Snapshot
-from lakequery.spark.conform import conform_batch
+from lakequery.spark.conform import conform_batch, spark_arrow_schema
 from lakequery.spark.datasource_options import ReadOptions
 from lakequery.spark.filters import to_expression
 from lakequery.spark.schema import logical_schema
@@ -332,7 +331,7 @@ class DeltaReader(DataSourceReader):  # type: ignore[misc]  # pyspark is untyped
         if opts.change_feed:
             # Spark pushes filters on the DataFrame's columns, whose Arrow types are the
             # feed's for every type a filter translates for
-            expr = to_expression(self.filters, to_arrow_schema(requested))
+            expr = to_expression(self.filters, spark_arrow_schema(requested))
             feed = _changes(dt, opts, self.pin, expr)
             meta = feed.scans[0].snapshot.metadata
             columns = output_columns(requested, logical_schema(meta.schema, feed.columns))
@@ -353,7 +352,7 @@ class DeltaReader(DataSourceReader):  # type: ignore[misc]  # pyspark is untyped
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FilesPartition):  # Spark's [None] for an empty plan
             return
-        target = to_arrow_schema(self._schema())
+        target = spark_arrow_schema(self._schema())
         for batch in read_partition(partition, self.options.uri, self.options.storage_options):
             if batch.num_rows:
                 yield conform_batch(batch, target)

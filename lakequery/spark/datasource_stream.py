@@ -12,13 +12,26 @@ driver with :func:`lakequery.streaming.source.stream` and cut into read tasks ex
 batch read's (:func:`~lakequery.spark.datasource_read.plan_partitions`); executors read
 them with lakequery's Arrow engine, deletion vectors applied.
 
-PySpark 4.1's Python stream reader is not told the batch's start when Spark asks for
-the latest offset (Spark asks for it before it asks a new query's initial offset), so
-``maxFilesPerTrigger`` / ``maxBytesPerTrigger`` are applied from the end of the
-micro-batch Spark planned last: the first micro-batch of a query (new or restarted)
-takes everything committed, later ones respect the limits. ``Trigger.AvailableNow`` reads everything
-committed when the query starts in ONE micro-batch: Spark applies a Python source's
-limits only on a running query.
+Rate limits (``maxFilesPerTrigger`` / ``maxBytesPerTrigger``) cut micro-batches exactly
+as ``DeltaTable.stream(max_files_per_batch=..., max_bytes_per_batch=...)`` cuts batches
+(a micro-batch may end inside a commit; at least one file each). PySpark 4.2 gives Python
+stream readers admission control (SPARK-55304): Spark passes ``latestOffset`` the
+micro-batch's start and a read limit, so the limits hold from the first micro-batch of a
+query, new or restarted from its checkpoint. The reader's default read limit is
+``ReadMaxFiles`` (with ``maxFilesPerTrigger``) or ``ReadMaxBytes`` (with only
+``maxBytesPerTrigger``): PySpark's read limits hold one bound each, so with both options
+the byte bound comes from the options, and a micro-batch ends at whichever bound it
+reaches first (delta-spark's composite limit). When Spark passes ``ReadAllAvailable``
+the options are ignored, as the API requires. ``Trigger.AvailableNow`` reads everything
+committed when the query starts and nothing committed later, in rate-limited
+micro-batches (the reader is a ``SupportsTriggerAvailableNow``, as delta-spark's source
+is; without limits, one micro-batch).
+
+PySpark 4.0 and 4.1 ask a Python stream reader for the latest offset without the
+micro-batch's start (and before they ask a new query for its initial offset), so there the
+limits count from the end of the micro-batch this reader planned last: the first
+micro-batch of a query (new or restarted) takes everything committed, later ones respect
+the limits, and ``Trigger.AvailableNow`` reads in ONE micro-batch.
 
 Writing (``df.writeStream.format("lakequery")``, output mode ``append``): tasks write
 Parquet files as a batch write's do; Spark's commit of micro-batch ``n`` commits them as
@@ -44,10 +57,14 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStruct
 
-from lakequery.spark.conform import conform_batch
+try:  # PySpark 4.2+: admission control for Python stream readers (SPARK-55304)
+    from pyspark.sql.streaming import datasource as _limits
+except ImportError:  # PySpark 4.0/4.1: latestOffset() is asked without start or limit
+    _limits = None
+
+from lakequery.spark.conform import conform_batch, spark_arrow_schema
 from lakequery.spark.datasource_options import (
     DEFAULT_MAX_PARTITION_BYTES,
     _bool,
@@ -163,6 +180,10 @@ def stream_schema(options: StreamReadOptions) -> SparkStruct:
     return logical_schema(feed.schema, [*names, *CHANGE_COLUMNS])
 
 
+#: Whether this PySpark passes a stream reader the micro-batch's start and a read limit.
+ADMISSION_CONTROL = _limits is not None
+
+
 class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspark is untyped here
     """Micro-batches of a table for Structured Streaming (see the module's docs)."""
 
@@ -170,8 +191,12 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
         self.options = options
         self.schema_json = schema.json()
         self.parallelism = parallelism
-        #: the end offset handed out last (None until this reader handed one out)
+        #: the end offset handed out last (None until this reader handed one out); only
+        #: PySpark without admission control needs it
         self._last: dict[str, Any] | None = None
+        #: with Trigger.AvailableNow: the position after the last commit when the query
+        #: started (no micro-batch goes past it)
+        self._target: StreamOffset | None = None
 
     def _schema(self) -> SparkStruct:
         return SparkStruct.fromJson(json.loads(self.schema_json))
@@ -186,42 +211,107 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
 
     def initialOffset(self) -> dict[str, Any]:
         from lakequery.cdf import _resolve_range
+        from lakequery.streaming import StreamOffset
         from lakequery.streaming.source import start_offset
 
         o, dt = self.options, self.options.table()
         version = o.starting_version
         if o.starting_timestamp is not None:
             version = _resolve_range(dt, None, None, o.starting_timestamp, None).start
+        target = self._target
+        if version is None and target is not None:
+            # Trigger.AvailableNow fixed its end first: the starting snapshot is the one
+            # at that end, not a newer one committed since
+            return _as_dict(StreamOffset(target.version - 1, -1, True, target.table_id))
         return _as_dict(start_offset(dt, version))
 
-    def latestOffset(self) -> dict[str, Any]:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        """The end of the next micro-batch.
+
+        PySpark 4.2+ passes the micro-batch's ``start`` and a read limit (Spark then sees
+        the two parameters and enables admission control); PySpark 4.0/4.1 pass neither.
+        """
+        from lakequery.streaming import StreamOffset
+
+        o = self.options
+        if start is not None:
+            max_files, max_bytes = self._bounds(limit)
+            begin = StreamOffset.parse(start)
+            end = self._next_end(begin, max_files, max_bytes)
+            return start if end == begin else _as_dict(end)
+        if self._last is None:  # the first micro-batch: Spark knows its start, not us
+            snap = o.table().snapshot()
+            end = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)
+        else:
+            end = self._next_end(StreamOffset.parse(self._last), o.max_files, o.max_bytes)
+        self._last = _as_dict(end)
+        return self._last
+
+    def _bounds(self, limit: Any) -> tuple[int | None, int | None]:
+        """The (files, bytes) bounds of a micro-batch under Spark's read limit."""
+        o = self.options
+        if _limits is None or isinstance(limit, _limits.ReadAllAvailable):
+            return None, None
+        if isinstance(limit, _limits.ReadMaxFiles):
+            return int(limit.max_files), o.max_bytes
+        if isinstance(limit, _limits.ReadMaxBytes):
+            return o.max_files, int(limit.max_bytes)
+        return o.max_files, o.max_bytes  # a limit this source does not count by: its options
+
+    def getDefaultReadLimit(self) -> Any:
+        """``ReadMaxFiles`` / ``ReadMaxBytes`` from the options, else ``ReadAllAvailable``
+        (PySpark 4.2+ only)."""
+        assert _limits is not None  # Spark asks only when it passes limits
+        o = self.options
+        if o.max_files is not None:
+            return _limits.ReadMaxFiles(o.max_files)
+        if o.max_bytes is not None:
+            return _limits.ReadMaxBytes(o.max_bytes)
+        return _limits.ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fixes the end of a ``Trigger.AvailableNow`` query: after the last commit now
+        (PySpark 4.2+ only; called before any offset is asked)."""
+        from lakequery.streaming import StreamOffset
+
+        snap = self.options.table().snapshot()
+        self._target = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)
+
+    def _next_end(
+        self, begin: StreamOffset, max_files: int | None, max_bytes: int | None
+    ) -> StreamOffset:
+        """Where a micro-batch from ``begin`` ends: after the last commit in the log now
+        (and before an AvailableNow query's end), cut by the bounds as
+        :meth:`lakequery.DeltaTable.stream` cuts batches; ``begin`` when nothing is new.
+
+        The commits are listed once and the batch planned up to that listing's end, so a
+        commit landing meanwhile is left for the next micro-batch, never passed over."""
         from lakequery.streaming import StreamOffset
         from lakequery.streaming.source import latest_offset, stream
 
-        o, dt = self.options, self.options.table()
-        if self._last is None:  # the first micro-batch: Spark knows its start, not us
-            snap = dt.snapshot()
-            end = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)
-        elif o.max_files is None and o.max_bytes is None:
-            end = latest_offset(dt, StreamOffset.parse(self._last))
-        else:
-            first = next(
-                iter(
-                    stream(
-                        dt,
-                        starting_offset=self._last,
-                        max_files_per_batch=o.max_files,
-                        max_bytes_per_batch=o.max_bytes,
-                        **self._stream_args(),
-                    )
-                ),
-                None,
-            )
-            end = first.offset if first is not None else StreamOffset.parse(self._last)
-            if first is None:  # nothing to deliver: move past commits that hold no files
-                end = max(end, latest_offset(dt, end))
-        self._last = _as_dict(end)
-        return self._last
+        dt = self.options.table()
+        bound = latest_offset(dt, begin)
+        if begin.snapshot:  # the starting snapshot's files are still to read
+            bound = max(bound, StreamOffset(begin.version + 1, -1, False, begin.table_id))
+        if self._target is not None:
+            bound = min(bound, self._target)
+        if bound <= begin:
+            return begin
+        if max_files is None and max_bytes is None:
+            return bound
+        batches = stream(
+            dt,
+            starting_offset=begin,
+            ending_offset=bound,
+            max_files_per_batch=max_files,
+            max_bytes_per_batch=max_bytes,
+            **self._stream_args(),
+        )
+        first = next(iter(batches), None)
+        # no batch: the range holds no files to deliver (OPTIMIZE, skipped commits)
+        return first.offset if first is not None else bound
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FilesPartition]:  # type: ignore[override]
         from lakequery.streaming.source import stream
@@ -255,7 +345,7 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FilesPartition):
             return
-        target = to_arrow_schema(self._schema())
+        target = spark_arrow_schema(self._schema())
         for batch in read_partition(partition, self.options.uri, self.options.storage_options):
             if batch.num_rows:
                 yield conform_batch(batch, target)
@@ -266,6 +356,12 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
 
 def _as_dict(offset: StreamOffset) -> dict[str, Any]:
     return json.loads(offset.to_json())  # type: ignore[no-any-return]
+
+
+if _limits is not None:
+    # Spark runs a Trigger.AvailableNow query in rate-limited micro-batches up to the end
+    # fixed by prepareForTriggerAvailableNow only for readers of this (abstract) class
+    _limits.SupportsTriggerAvailableNow.register(DeltaStreamReader)
 
 
 # -- the sink --------------------------------------------------------------------------------
@@ -366,6 +462,7 @@ def stream_writer(
 
 
 __all__ = [
+    "ADMISSION_CONTROL",
     "DeltaStreamReader",
     "DeltaStreamWriter",
     "StreamReadOptions",

@@ -31,13 +31,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStruct
 
 from lakequery.log_segment import load_state
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol
 from lakequery.snapshot import Snapshot
+from lakequery.spark.conform import spark_arrow_schema
 from lakequery.spark.datasource_options import WriteOptions
 from lakequery.spark.writing import _nullable_field
 from lakequery.storage import open_storage
@@ -143,7 +143,7 @@ class PlannedWrite:
 def arrow_schema(schema: SparkStruct) -> pa.Schema:
     """The Arrow schema to plan a write of rows of ``schema`` with (every field nullable,
     as :func:`lakequery.spark.write` and Spark's Delta writer make a new table's)."""
-    return pa.schema([_nullable_field(f) for f in to_arrow_schema(schema)])
+    return pa.schema([_nullable_field(f) for f in spark_arrow_schema(schema)])
 
 
 def plan(options: WriteOptions, schema: SparkStruct) -> PlannedWrite:

@@ -70,7 +70,7 @@ def arrow_schema_of(df: DataFrame, *, nullable: bool = False) -> pa.Schema:
     tz = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     try:
         schema: pa.Schema = to_arrow_schema(df.schema, timezone=tz)
-    except TypeError:  # PySpark < 4 has no timezone parameter
+    except TypeError:  # PySpark 4.0/4.1 have no timezone parameter (always UTC)
         schema = to_arrow_schema(df.schema)
     if nullable:
         schema = pa.schema([_nullable_field(f) for f in schema]).with_metadata(

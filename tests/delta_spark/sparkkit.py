@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 JAR_DIR = REPO / ".cache" / "delta-jars"
 #: The reference implementation under test; tests/delta_spark/jars/pom.xml pins the same.
 DELTA_VERSION = "4.4.0"
-SPARK_BINARY = "4.1"
+SPARK_BINARY = "4.2"
 SCALA_BINARY = "2.13"
 DELTA_SPARK_JAR = f"delta-spark_{SPARK_BINARY}_{SCALA_BINARY}-{DELTA_VERSION}.jar"
 REQUIRED_JARS = (DELTA_SPARK_JAR, f"delta-storage-{DELTA_VERSION}.jar")

@@ -427,7 +427,9 @@ def test_workers_without_lakequery_fail_fast_with_a_clear_error(tmp_path: Path) 
     script = tmp_path / "probe.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
+            import sys
+            sys.path.insert(0, {str(REPO)!r})  # this checkout, for the driver only
             from pyspark.sql import SparkSession
             import lakequery as lq
             from lakequery.spark import workers
@@ -442,7 +444,10 @@ def test_workers_without_lakequery_fail_fast_with_a_clear_error(tmp_path: Path) 
         )
     )
     bare = _bare_python(tmp_path)
-    env = {**os.environ, "PYSPARK_PYTHON": bare, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # without PYTHONPATH: it reaches the workers (seen with PySpark 4.2), and a
+    # checkout on it would give the bare Python lakequery
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"PYSPARK_PYTHON": bare, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(  # not in the checkout: its lakequery/ would import from the cwd
         [sys.executable, str(script)],
         capture_output=True,

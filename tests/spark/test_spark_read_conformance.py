@@ -38,7 +38,7 @@ def test_spark_read_equals_arrow_read(spark: Any, case: VersionCase | None) -> N
     df = lqs.read(spark, uri, version=case.version)
     assert df.columns == expected.column_names
     if "variant" in snapshot.metadata.schema_string:
-        # PySpark 4.1's toArrow() fails on arrays of variants holding nulls; rows come
+        # PySpark's toArrow() (4.1, 4.2.0) fails on arrays of variants holding nulls; rows come
         # back as VariantVal objects, compared byte for byte with Arrow's struct of
         # (metadata, value).
         assert _sorted(_plain(r) for r in df.collect()) == _sorted(

@@ -13,6 +13,7 @@ import pytest
 
 import lakequery as lq
 from lakequery.spark.datasource import register
+from lakequery.spark.datasource_stream import ADMISSION_CONTROL
 
 DV = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
 
@@ -93,14 +94,11 @@ def test_a_replayed_micro_batch_commits_nothing(spark: Any, source: str, tmp_pat
 
 
 def test_read_stream_semantics(spark: Any, source: str, tmp_path: Path) -> None:
-    """maxFilesPerTrigger cuts micro-batches (inside one commit too) after the first; OPTIMIZE delivers nothing;
-    a DELETE stops the query naming its version unless skipChangeCommits;
+    """maxFilesPerTrigger cuts micro-batches (inside one commit too); OPTIMIZE delivers
+    nothing; a DELETE stops the query naming its version unless skipChangeCommits;
     readChangeFeed streams the change rows."""
     _append(source, 100)
     out = str(tmp_path / "out")
-    # Trigger.AvailableNow takes one micro-batch for a Python source (no admission
-    # control in PySpark 4.1); a running query honours maxFilesPerTrigger from its second
-    # micro-batch on (see lakequery.spark.datasource_stream)
     q = (
         spark.readStream.format("lakequery")
         .option("maxFilesPerTrigger", 8)
@@ -158,6 +156,105 @@ def test_read_stream_semantics(spark: Any, source: str, tmp_path: Path) -> None:
     changes = sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in rows)
     assert (start + 1, "delete", 500) in changes
     assert sum(1 for c in changes if c[1] == "insert") == 10
+
+
+def _one_row_files(uri: str, start: int, n: int, *, create: bool = False) -> None:
+    """One commit of ``n`` files of one row each (ids ``start..start+n-1``)."""
+    t = pa.table({"id": pa.array(range(start, start + n), pa.int64()), "v": ["f"] * n})
+    lq.write(uri, t, mode="error" if create else "append", target_file_size=1)
+
+
+def _limited_query(
+    spark: Any, src: str, dst: str, checkpoint: Path, *, available_now: bool = False, **options: Any
+) -> Any:
+    reader = spark.readStream.format("lakequery")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    writer = (
+        reader.load(src)
+        .writeStream.format("lakequery")
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    query = writer.start(dst)
+    try:
+        if available_now:
+            query.awaitTermination(300)
+        else:
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    if query.exception() is not None:
+        raise query.exception()
+    return query
+
+
+def _batch_rows(query: Any) -> list[int]:
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+needs_admission_control = pytest.mark.skipif(
+    not ADMISSION_CONTROL, reason="PySpark < 4.2 asks a Python source for no read limit"
+)
+
+
+@needs_admission_control
+def test_the_first_micro_batch_is_rate_limited_also_after_a_restart(
+    spark: Any, tmp_path: Path
+) -> None:
+    """maxFilesPerTrigger=5 over a snapshot of 20 one-row files: micro-batches of exactly 5
+    files from the first on; the query restarted from its checkpoint after 12 more files
+    goes on in batches of at most 5, and the sink holds every row exactly once."""
+    register(spark)
+    src, dst, ck = str(tmp_path / "a"), str(tmp_path / "b"), tmp_path / "ck"
+    _one_row_files(src, 0, 20, create=True)
+    assert lq.DeltaTable(src).snapshot().num_files == 20
+    first = _limited_query(spark, src, dst, ck, maxFilesPerTrigger=5)
+    assert _batch_rows(first) == [5, 5, 5, 5]
+    assert _ids(dst) == list(range(20))
+    _one_row_files(src, 100, 12)
+    again = _limited_query(spark, src, dst, ck, maxFilesPerTrigger=5)
+    assert again.id == first.id  # resumed from the checkpoint, not started afresh
+    assert _batch_rows(again) == [5, 5, 2]
+    assert _ids(dst) == [*range(20), *range(100, 112)]  # every row once
+    # one table version per micro-batch of the sink (and the creating one)
+    assert lq.DeltaTable(dst).snapshot().txns[str(first.id)] == 6
+
+
+@needs_admission_control
+def test_max_bytes_per_trigger_limits_the_first_micro_batch(spark: Any, tmp_path: Path) -> None:
+    """maxBytesPerTrigger smaller than any file: one file per micro-batch, from the first."""
+    register(spark)
+    src, dst = str(tmp_path / "a"), str(tmp_path / "b")
+    _one_row_files(src, 0, 4, create=True)
+    q = _limited_query(spark, src, dst, tmp_path / "ck", maxBytesPerTrigger=1)
+    assert _batch_rows(q) == [1, 1, 1, 1]
+    assert _ids(dst) == [0, 1, 2, 3]
+
+
+@needs_admission_control
+def test_available_now_reads_everything_in_limited_micro_batches(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Trigger.AvailableNow with maxFilesPerTrigger: everything committed at the start, in
+    micro-batches of the limit, then the query stops; run again after more commits with
+    the same checkpoint, it reads only those, and without a limit in one micro-batch."""
+    register(spark)
+    src, dst, ck = str(tmp_path / "a"), str(tmp_path / "b"), tmp_path / "ck"
+    _one_row_files(src, 0, 20, create=True)
+    q = _limited_query(spark, src, dst, ck, available_now=True, maxFilesPerTrigger=6)
+    assert _batch_rows(q) == [6, 6, 6, 2]
+    assert _ids(dst) == list(range(20))
+    _one_row_files(src, 100, 7)
+    _one_row_files(src, 200, 3)
+    q = _limited_query(spark, src, dst, ck, available_now=True, maxFilesPerTrigger=6)
+    assert _batch_rows(q) == [6, 4]  # 7 + 3 files of two commits, cut inside the first
+    assert _ids(dst) == [*range(20), *range(100, 107), *range(200, 203)]
+    _one_row_files(src, 300, 9)
+    q = _limited_query(spark, src, dst, ck, available_now=True)
+    assert _batch_rows(q) == [9]
+    assert len(_ids(dst)) == len(set(_ids(dst))) == 39
 
 
 def test_a_stream_write_needs_append_and_a_query_id(
