@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -82,7 +83,11 @@ def main() -> int:
     def run(job: tuple[str, str, str]) -> dict[str, object]:
         reader, path, tree = job
         os.environ["PYTHONPATH"] = trees.get(tree, here)
-        return bl.run_fresh(reader, path, ext)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = bl.run_fresh(reader, path, ext)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out["cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        return out
 
     print(f"{bl._git()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, load {bl._load()}")
     for job in jobs:  # untimed: page cache, .pyc files
@@ -115,10 +120,25 @@ def main() -> int:
             f"| {name} | lq_arrow_via_duckdb | | {via:.3f} | deltalake | {deltalake_s:.3f} "
             f"| | {via / deltalake_s:.2f} | |"
         )
-    print("\n| probe | wall s |\n|---|---:|")
+    # CPU seconds of the child (user + system): less sensitive than wall time to other
+    # processes on a loaded machine
+    cpu = {j: statistics.median(float(r["cpu"]) for r in rs) for j, rs in runs.items()}  # type: ignore[arg-type]
+    print(
+        "\n| table | reader | before CPU s | after CPU s | peer CPU s | before ratio | after ratio |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, path in tables.items():
+        for lq_reader, peer, _ in PAIRS:
+            before, after = cpu[(lq_reader, path, "before")], cpu[(lq_reader, path, "after")]
+            peer_s = cpu[(peer, path, "")]
+            print(
+                f"| {name} | {lq_reader} / {peer} | {before:.3f} | {after:.3f} | {peer_s:.3f} "
+                f"| {before / peer_s:.2f} | {after / peer_s:.2f} |"
+            )
+    print("\n| probe | wall s | CPU s |\n|---|---:|---:|")
     for job in jobs:
         if not job[1] or job[0] == "duckdb_only":
-            print(f"| {job[0]} | {wall[job]:.3f} |")
+            print(f"| {job[0]} | {wall[job]:.3f} | {cpu[job]:.3f} |")
     print("\n| phase marks (median s since first line) | table | marks |\n|---|---|---|")
     for job, rs in runs.items():
         if rs[0]["marks"]:
