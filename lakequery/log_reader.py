@@ -17,7 +17,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
@@ -304,6 +303,8 @@ class LogReader:
         return schema
 
     def _read_parquet_schema(self, path: str) -> pa.Schema:
+        import pyarrow.parquet as pq  # only checkpoints need it (0.05-0.1 s to import)
+
         fs, to_fs = self.storage.arrow_filesystem()
         try:
             with fs.open_input_file(to_fs(path)) as f:

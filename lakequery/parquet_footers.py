@@ -15,14 +15,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.file_locations import file_locations
 from lakequery.storage import Storage
+
+if TYPE_CHECKING:  # imported where footers are read: the DuckDB engine needs only SCHEMA_TAG
+    import pyarrow.parquet as pq
 
 T = TypeVar("T")
 
@@ -32,6 +34,8 @@ def _read_footers(
 ) -> list[T]:
     """``what`` of each file's footer (replay keys: relative to the table root, or a
     file's absolute location), concurrently."""
+    import pyarrow.parquet as pq
+
     fs, to_fs = storage.arrow_filesystem()
 
     def one(location: str) -> T:

@@ -17,9 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakequery.checkpoint_writer import CheckpointInfo, write_checkpoint
 from lakequery.errors import VersionNotFoundError
-from lakequery.history import History, commit_timestamps, history_entries
 from lakequery.log_segment import TableState, list_log, load_state
 from lakequery.log_update import latest_state
 from lakequery.protocol.log_files import earliest_version
@@ -33,6 +31,7 @@ if TYPE_CHECKING:
     import pyarrow.compute as pc
 
     from lakequery.cdf import ChangeScan
+    from lakequery.checkpoint_writer import CheckpointInfo
     from lakequery.commands.change_set import DmlMetrics
     from lakequery.commands.merge import MergeBuilder
     from lakequery.commands.metrics import (
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
         VacuumResult,
     )
     from lakequery.commands.progress import ProgressCallback
+    from lakequery.history import History
     from lakequery.management.alter import TableAlterer
     from lakequery.management.create import CreateMode
     from lakequery.management.detail import TableDetail
@@ -218,6 +218,8 @@ class DeltaTable:
 
     def version_as_of(self, as_of: datetime | str) -> int:
         """The newest version whose commit timestamp is at or before ``as_of``."""
+        from lakequery.history import commit_timestamps
+
         when = _parse_as_of(as_of)
         target_ms = int(when.timestamp() * 1000)
         listing = list_log(self.storage, 0)
@@ -250,6 +252,8 @@ class DeltaTable:
             >>> [e.version for e in lq.DeltaTable(lq.demo.example_table()).history(limit=2)]
             [2, 1]
         """
+        from lakequery.history import history_entries
+
         listing = list_log(self.storage, 0)
         latest = self._latest_without_files()
         return history_entries(
@@ -271,6 +275,8 @@ class DeltaTable:
             >>> dt.snapshot().files().num_rows
             4
         """
+        from lakequery.checkpoint_writer import write_checkpoint
+
         return write_checkpoint(self.storage, progress=progress)
 
     # -- DML ------------------------------------------------------------------------------------

@@ -32,8 +32,13 @@ def dv_cardinalities(files: pa.Table) -> Any:
 def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
     """True for planned files whose DV deletes at least one row."""
     if plan.num_files == 0:
-        return pa.array([], pa.bool_())
-    mask: pa.BooleanArray = pc.greater(dv_cardinalities(plan.files), pa.scalar(0, pa.int64()))
+        return pa.nulls(0, pa.bool_())
+    # no Python value becomes an Arrow scalar here (pyarrow's first such conversion imports
+    # pandas): a cardinality is nonzero exactly when its cast to boolean is true, and
+    # ``and_kleene`` with its validity turns a missing one into false.
+    dv = plan.files.column("deletion_vector").combine_chunks()
+    card = pc.struct_field(dv, "cardinality")
+    mask: pa.BooleanArray = pc.and_kleene(pc.is_valid(card), pc.cast(card, pa.bool_()))
     return mask
 
 

@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
@@ -61,7 +60,9 @@ _CAST = pl.ScanCastOptions(
 
 
 def _dtype(t: pa.DataType) -> pl.DataType:
-    return pl.DataFrame(pa.schema([pa.field("x", t)]).empty_table()).schema["x"]
+    # pa.nulls, not Schema.empty_table(): the latter makes pyarrow import pandas
+    empty: Any = pa.nulls(0, t)  # type: ignore[call-overload]
+    return pl.DataFrame(pa.Table.from_arrays([empty], names=["x"])).schema["x"]
 
 
 def maps_as_lists(t: pa.DataType) -> pa.DataType:
@@ -139,10 +140,21 @@ def _deletion_callback(
                 positions.append(rows[: np.searchsorted(rows, n)] + start)
         total = int(offsets[-1])
         bits: Any = keep_bits(np.concatenate(positions), total)
+        # Arrow arrays from buffers, not pa.array: its first call imports pandas
         values = pa.BooleanArray.from_buffers(pa.bool_(), total, [None, pa.py_buffer(bits)])
-        missing: Any = pa.array(np.array([f is None for f in found], dtype=np.bool_))
+        none: Any = np.packbits(
+            np.array([f is None for f in found], dtype=np.bool_), bitorder="little"
+        )
+        missing: Any = pa.BooleanArray.from_buffers(
+            pa.bool_(), len(found), [None, pa.py_buffer(none)]
+        )
+        starts = pa.Array.from_buffers(
+            pa.int64(),
+            len(offsets),
+            [None, pa.py_buffer(offsets.astype(np.int64))],  # type: ignore[arg-type]
+        )
         list_type: Any = pa.LargeListArray
-        lists = list_type.from_arrays(pa.array(offsets), values, mask=missing)
+        lists = list_type.from_arrays(starts, values, mask=missing)
         return pl.DataFrame({"selection_vector": pl.from_arrow(lists)})
 
     return callback
@@ -240,6 +252,8 @@ def _group_frame(
 def _stores_partition_columns(scan: Scan, groups: list[FileGroup]) -> bool:
     """Whether data files also hold the partition columns (IcebergCompat materialises them);
     the footer of one file tells, as the choice is table-wide."""
+    import pyarrow.parquet as pq  # partitioned tables only
+
     fs, to_fs = scan.snapshot.storage.arrow_filesystem()
     with fs.open_input_file(to_fs(groups[0].locations[0])) as f:
         names = set(pq.ParquetFile(f).schema_arrow.names)

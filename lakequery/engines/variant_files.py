@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakequery.duckdb_private import private_cursor
 from lakequery.engines.sql_types import glob_literal, quote_str
@@ -141,6 +140,8 @@ def _inspect(
 
 
 def _arrow_schema(scan: Scan, location: str) -> pa.Schema:
+    import pyarrow.parquet as pq  # only tables with variant columns get here
+
     fs, to_fs = scan.snapshot.storage.arrow_filesystem()
     with fs.open_input_file(to_fs(location)) as f:
         return pq.ParquetFile(f).schema_arrow

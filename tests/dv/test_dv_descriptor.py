@@ -6,11 +6,18 @@ import json
 import uuid
 
 import hypothesis.strategies as st
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 
 from lakequery.dv import z85
-from lakequery.dv.descriptor import Descriptor, new_uuid_path
+from lakequery.dv.descriptor import (
+    EMPTY_DV_SIZE,
+    Descriptor,
+    check_descriptors,
+    new_uuid_path,
+)
+from lakequery.errors import DeletionVectorError
 
 INLINE_B = "^Bg9^0rr910000000000iXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
 INLINE_B_BYTES = bytes.fromhex(
@@ -183,3 +190,94 @@ def test_inline_bytes_drop_z85_padding() -> None:
 def test_inline_bytes_of_a_file_dv_is_an_error() -> None:
     with pytest.raises(ValueError):
         Descriptor("u", "vBn[lx{q8@P<9BNH/isA", 1, 36, 2).inline_bytes()
+
+
+# --- the replay's check of live descriptors ---------------------------------------------------
+
+_DV_STRUCT = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+_small = st.one_of(st.none(), st.integers(-2, 2), st.sampled_from([12, 13, 40]))
+_descriptor = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "storageType": st.sampled_from([None, "u", "i", "p", "x", "uu", "i\n"]),
+            "pathOrInlineDv": st.sampled_from([None, "ab", ""]),
+            "offset": _small,
+            "sizeInBytes": _small,
+            "cardinality": _small,
+        }
+    ),
+)
+
+
+def _first_rule_broken(d: dict[str, object] | None) -> bool:
+    """The rules of ``check_descriptors``, one descriptor at a time, in plain Python."""
+    if d is None or all(v is None for v in d.values()):
+        return False  # no descriptor
+    kind, size, card, offset = d["storageType"], d["sizeInBytes"], d["cardinality"], d["offset"]
+    return bool(
+        kind not in ("u", "i", "p")
+        or d["pathOrInlineDv"] is None
+        or size is None
+        or card is None
+        or int(size) < 0  # type: ignore[call-overload]
+        or int(card) < 0  # type: ignore[call-overload]
+        or (offset is not None and int(offset) < 0)  # type: ignore[call-overload]
+        or (kind == "i" and offset is not None)
+        or (card == 0 and int(size) > EMPTY_DV_SIZE)  # type: ignore[call-overload]
+    )
+
+
+_GOOD = {
+    "storageType": "u",
+    "pathOrInlineDv": "ab",
+    "offset": 1,
+    "sizeInBytes": 40,
+    "cardinality": 2,
+}
+#: one descriptor per rule, each breaking only that rule, plus the edge cases that pass
+_CASES = [
+    {"storageType": None},
+    {"storageType": "x"},
+    {"storageType": "i\n"},
+    {"pathOrInlineDv": None},
+    {"sizeInBytes": None},
+    {"sizeInBytes": -1},
+    {"cardinality": None},
+    {"cardinality": -1},
+    {"offset": -1},
+    {"storageType": "i", "offset": 0},
+    {"cardinality": 0, "sizeInBytes": 13},
+    {"cardinality": 0, "sizeInBytes": 12},
+    {"storageType": "i", "offset": None},
+    {"offset": None},
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_descriptor, st.sampled_from([_GOOD | c for c in _CASES])), max_size=6))
+def test_check_descriptors_refuses_exactly_the_malformed(
+    dvs: list[dict[str, object] | None],
+) -> None:
+    """The quick pass that spares most tables pyarrow's scalar conversions (and its pandas
+    import) must never let a descriptor through that the full rules refuse."""
+    files = pa.table(
+        {
+            "path": pa.array([f"f{i}" for i in range(len(dvs))], pa.string()),
+            "deletion_vector": pa.array(dvs, _DV_STRUCT),
+        }
+    )
+    bad = [i for i, d in enumerate(dvs) if _first_rule_broken(d)]
+    if bad:
+        with pytest.raises(DeletionVectorError, match="malformed descriptor"):
+            check_descriptors(files)
+    else:
+        check_descriptors(files)

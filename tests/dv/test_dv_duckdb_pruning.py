@@ -35,10 +35,13 @@ def expected(region: str) -> int:
     return {"us": 14, "eu": 8, "ap": 10}[region]
 
 
+@pytest.mark.parametrize("keys", ["numpy", "arrow"])
 @pytest.mark.parametrize("layout", ["hive", "hive-many", "join", "literal"])
 def test_filters_added_to_the_relation_keep_deletion_vectors_on_their_files(
-    table: str, layout: str, monkeypatch: pytest.MonkeyPatch
+    table: str, layout: str, keys: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if keys == "arrow":  # deleted-row keys registered as an Arrow table (many keys)
+        monkeypatch.setattr(duckdb_engine, "_NUMPY_KEYS_MAX", 0)
     if layout == "hive-many":  # DV files in more partitions than literal branches allow
         monkeypatch.setattr(duckdb_engine, "MAX_UNION_GROUPS", 1)
     if layout == "join":
