@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import CorruptLogError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import (
     TableState,
     _unexpired_txns,
+    check_files,
     internal_connection,
     list_log,
     load_state,
@@ -48,7 +48,6 @@ from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import Listing, LogFile, LogSegment, select_segment
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import (
-    check_paths,
     dv_unique_id_sql,
     key_hash_sql,
     latest_non_file_actions,
@@ -212,8 +211,7 @@ def _apply(
         partition_sql=partition_sql,
         small=reader.small,
     )
-    check_paths(con, added, root=storage.root)
-    check_descriptors(added)
+    check_files(storage, added)
     files = _merge_files(con, state.files, added)
     raw_txns: dict[str, Mapping[str, Any]] = dict(state.raw_txns or {})
     raw_txns.update((str(t["appId"]), t) for _, t in found["txn"])

@@ -221,7 +221,7 @@ def replay_tombstones(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
-def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -> None:
+def check_paths(con: duckdb.DuckDBPyConnection | None, files: pa.Table, *, root: str) -> None:
     """Refuses live files lakequery must not read, by the rule of
     :mod:`lakequery.protocol.file_locations`: a ``..`` segment, or an absolute location
     on another kind of storage than the table's. Absolute locations on the table's own
