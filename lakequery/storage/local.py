@@ -171,6 +171,10 @@ class LocalStorage(Storage):
 
     def _read_range(self, path: str, offset: int, length: int) -> bytes:
         with self._open_for_read(path) as fh:
+            # never more than the file holds: ``read(n)`` allocates ``n`` bytes first, and
+            # ``length`` may come from a hostile DV descriptor (the caller then reports the
+            # short read)
+            length = max(0, min(length, os.fstat(fh.fileno()).st_size - offset))
             fh.seek(offset)
             return fh.read(length)
 
