@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,7 +50,8 @@ BROADCAST_DELETED_ROWS = 4_000_000
 _DESCRIPTOR_FIELDS = ("storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality")
 _DESCRIPTOR_DDL = (
     "path string, size bigint, bucket bigint, spark_file string, storageType string, "
-    "pathOrInlineDv string, offset int, sizeInBytes int, cardinality bigint"
+    "pathOrInlineDv string, offset int, sizeInBytes int, cardinality bigint, "
+    "num_records bigint"
 )
 _LONG_KEY_DDL = "__lq_key bigint"
 _PAIR_KEY_DDL = "__lq_file string, __lq_row bigint"
@@ -161,6 +162,7 @@ class Deletions:
                 "bucket": buckets,
                 "spark_file": pa.array(names, pa.string()),
                 **{name: pc.struct_field(dvs, name) for name in _DESCRIPTOR_FIELDS},
+                "num_records": plan.files.column("num_records"),
             }
         )
         shifts = None if self.key is None else (self.key.size_shift, self.key.row_shift)
@@ -237,9 +239,12 @@ def deleted_keys(
 ) -> Iterator[pa.RecordBatch]:
     """The join keys of the deleted rows of each DV descriptor row: one long
     (``shifts`` = the size and row shifts of :class:`LongKey`) or (Spark file, row)."""
-    from lakequery.dv.bitmap import to_numpy
     from lakequery.dv.descriptor import Descriptor
-    from lakequery.dv.files import load_deletion_vectors
+    from lakequery.dv.files import checked_positions, load_deletion_vectors
+    from lakequery.parquet_footers import footer_row_counts
+
+    def footer_rows(path: str) -> Callable[[], int]:
+        return lambda: footer_row_counts(storage, [path])[0]
 
     schema = _key_schema(shifts)
     for batch in batches:
@@ -251,8 +256,12 @@ def deleted_keys(
         sizes = table.column("size").to_pylist()
         buckets = table.column("bucket").to_pylist()
         names = table.column("spark_file").to_pylist()
-        for size, bucket, name, bitmap in zip(sizes, buckets, names, bitmaps, strict=True):
-            positions = to_numpy(bitmap).astype(np.int64, copy=False)
+        records = table.column("num_records").to_pylist()
+        for size, bucket, name, bitmap, path, (_, d), n in zip(
+            sizes, buckets, names, bitmaps, paths, items, records, strict=True
+        ):
+            # never more positions than the file has rows (dv.files.checked_positions)
+            positions = checked_positions(bitmap, path, d, n, footer_rows(path))
             if shifts is not None:
                 size_shift, row_shift = shifts
                 offset = (int(size or 0) << size_shift) + int(bucket or 0)

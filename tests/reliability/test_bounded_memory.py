@@ -333,3 +333,46 @@ def test_a_capped_child_reads_the_genuine_table(genuine: tuple[Path, list[int]])
     assert out.get("rows") == genuine[1], out
     assert out["python_peak"] < PYTHON_PEAK
     assert pq.read_metadata(next((genuine[0] / "p=0").glob("*.parquet"))).num_rows > 0
+
+
+def lower_num_records(root: Path) -> None:
+    """numRecords of every file with an on-disk DV set to 500: at or above its DV's
+    cardinality (200), below its largest deleted position (~995)."""
+
+    def change(add: dict[str, Any], dv: dict[str, Any]) -> None:
+        stats = json.loads(add["stats"])
+        stats["numRecords"] = 500
+        add["stats"] = json.dumps(stats)
+
+    change_dvs(root, change)
+
+
+@pytest.mark.parametrize("engine", ["arrow", "duckdb", "polars"])
+def test_a_dv_deleting_rows_past_num_records_is_refused(
+    genuine: tuple[Path, list[int]], tmp_path: Path, engine: str
+) -> None:
+    root = tmp_path / "t"
+    shutil.copytree(genuine[0], root)
+    lower_num_records(root)
+    scan = lq.DeltaTable(str(root)).snapshot().scan()
+    read = {
+        "arrow": scan.to_arrow,
+        "duckdb": lambda: scan.to_duckdb().to_arrow_table(),
+        "polars": lambda: scan.to_polars().collect(),
+    }[engine]
+    with pytest.raises(lq.DeletionVectorError, match="whose numRecords is 500") as info:
+        read()
+    assert info.value.data_file.startswith("p=")
+
+
+@pytest.mark.slow
+def test_the_spark_reader_refuses_a_dv_deleting_rows_past_num_records(
+    spark: Any, genuine: tuple[Path, list[int]], tmp_path: Path
+) -> None:
+    from lakequery.spark import read
+
+    root = tmp_path / "t"
+    shutil.copytree(genuine[0], root)
+    lower_num_records(root)
+    with pytest.raises(lq.DeletionVectorError, match="whose numRecords is 500"):
+        read(spark, str(root)).collect()
