@@ -18,6 +18,11 @@ before any file is read):
   for an in-memory table. Any other scheme (``http://``, ``abfss://``, an ``s3://`` file of
   a local table, ``file://host/``) is refused with :class:`~lakequery.errors.InvalidPathError`.
 
+The same rule holds for deletion vector files (``p`` paths, ``u`` prefixes:
+:func:`lakequery.dv.descriptor.check_descriptors`) and for the change feed's files; on
+local disk, symbolic links leading out of the root are refused as well
+(:mod:`lakequery.storage.local_links`).
+
 External files are never the table's own: VACUUM only ever lists and deletes under the
 root, commands remove them from the log (a ``remove`` action) but never delete them.
 
