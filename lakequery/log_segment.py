@@ -211,6 +211,7 @@ def _replay_loaded(
                 for _, key, t in partition_specs(metadata, protocol)
             ],
             small=reader.small,
+            where=log_dir(storage),
         )
         check_files(storage, files)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}

@@ -41,6 +41,7 @@ from lakequery.log_segment import (
     internal_connection,
     list_log,
     load_state,
+    log_dir,
     partition_specs,
 )
 from lakequery.metadata import Metadata
@@ -210,6 +211,7 @@ def _apply(
         checkpoint=CHECKPOINT,  # empty: the base plays the checkpoint's part below
         partition_sql=partition_sql,
         small=reader.small,
+        where=log_dir(storage),
     )
     check_files(storage, added)
     files = _merge_files(con, state.files, added)

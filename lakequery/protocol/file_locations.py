@@ -129,6 +129,7 @@ def refusals(root: str, keys: Any) -> pa.StringArray:
     allowed, spelled = _ALLOWED.get(storage_kind(root), ("$^", "the table's storage"))
     parent = pc.match_substring_regex(keys, PARENT_SEGMENT_PATTERN)
     foreign = pc.and_(external_mask(keys), pc.invert(pc.match_substring_regex(keys, allowed)))
+    directory = pc.or_(pc.equal(keys, pa.scalar("")), pc.ends_with(keys, "/"))
     no_reason = pa.scalar(None, pa.string())
     out: pa.StringArray = pc.if_else(
         parent,
@@ -136,7 +137,9 @@ def refusals(root: str, keys: Any) -> pa.StringArray:
         pc.if_else(
             foreign,
             pa.scalar(f"a file outside the table root must be on the same storage ({spelled})"),
-            no_reason,
+            pc.if_else(
+                directory, pa.scalar("an empty path or one ending in / names no file"), no_reason
+            ),
         ),
     )
     return out

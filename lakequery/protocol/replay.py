@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.errors import InvalidPathError
+from lakequery.errors import CorruptLogError, InvalidPathError
 
 
 def dv_unique_id_sql(dv: str) -> str:
@@ -82,7 +82,18 @@ def partition_value_sql(key: str, type_name: str) -> str:
     sql_type = SQL_PARTITION_TYPES.get(type_name)
     if sql_type is None or sql_type == "VARCHAR":
         return raw
+    if sql_type in _INTEGER_SQL_TYPES:
+        # DuckDB's cast also takes '0E0' or ' 1': only decimal digits are the protocol's
+        # spelling; anything else fails the cast (a conversion error, which the caller
+        # reports as a corrupt log) instead of becoming some integer
+        raw = (
+            f"CASE WHEN regexp_full_match({raw}, '[+-]?[0-9]+') THEN {raw} "
+            f"ELSE 'not an integer: ' || {raw} END"
+        )
     return f"CAST({raw} AS {sql_type})"
+
+
+_INTEGER_SQL_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT"})
 
 
 def key_hash_sql(key: str, dvid: str) -> str:
@@ -148,8 +159,13 @@ def replay_files(
     checkpoint: str,
     partition_sql: Sequence[str] = (),
     small: bool = False,
+    where: str = "_delta_log",
 ) -> pa.Table:
     """The live files of a segment (digest §6), one row each, columns FILE_COLUMNS.
+
+    Raises:
+        CorruptLogError: at ``where`` (the log directory), when a partition value does not
+            parse as its column's type.
 
     ``commit_keys`` is the slim table (version, h, is_add) of the commits' file actions;
     ``commits`` and ``checkpoint`` are views of the actions in the canonical shape with
@@ -170,15 +186,21 @@ def replay_files(
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags, add.clusteringProvider AS clustering_provider{raw_parts}"""
     live = _live_sql(checkpoint, commits, "add", cols)
-    if small:  # one statement instead of three (create, read, drop); same winners
-        return _stream_to_arrow(
-            con, f"WITH {_WINNERS} AS MATERIALIZED ({_winners_sql(commit_keys)}) {live}"
-        )
-    _winners(con, commit_keys)
     try:
-        return _stream_to_arrow(con, live)
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+        if small:  # one statement instead of three (create, read, drop); same winners
+            return _stream_to_arrow(
+                con, f"WITH {_WINNERS} AS MATERIALIZED ({_winners_sql(commit_keys)}) {live}"
+            )
+        _winners(con, commit_keys)
+        try:
+            return _stream_to_arrow(con, live)
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+    except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error through the Arrow stream
+        if "Conversion Error" not in str(exc):
+            raise
+        first = str(exc).strip().splitlines()[0][:300]
+        raise CorruptLogError(where, f"a partition value does not parse: {first}") from exc
 
 
 def replay_adds(
@@ -240,7 +262,10 @@ def check_paths(con: duckdb.DuckDBPyConnection | None, files: pa.Table, *, root:
     path = files.column("path")
     candidates = pc.or_(
         pc.or_(pc.match_substring(path, ":"), pc.starts_with(path, "/")),
-        pc.match_substring(path, ".."),
+        pc.or_(
+            pc.match_substring(path, ".."),
+            pc.or_(pc.equal(path, pa.scalar("")), pc.ends_with(path, "/")),
+        ),
     )
     if not pc.any(candidates).as_py():
         return
