@@ -165,7 +165,7 @@ def replay_files(
 
     Raises:
         CorruptLogError: at ``where`` (the log directory), when a partition value does not
-            parse as its column's type.
+            parse as its column's type; naming the commit, when an add has no path.
 
     ``commit_keys`` is the slim table (version, h, is_add) of the commits' file actions;
     ``commits`` and ``checkpoint`` are views of the actions in the canonical shape with
@@ -186,6 +186,12 @@ def replay_files(
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags, add.clusteringProvider AS clustering_provider{raw_parts}"""
     live = _live_sql(checkpoint, commits, "add", cols)
+    # an add without a path has no key and would drop out of replay silently
+    ((pathless,),) = con.execute(
+        f"SELECT min(version) FROM {commit_keys} WHERE h IS NULL AND is_add = 1"
+    ).fetchall()
+    if pathless is not None:
+        raise CorruptLogError(f"{where}/{int(pathless):020d}.json", "an add action without a path")
     try:
         if small:  # one statement instead of three (create, read, drop); same winners
             return _stream_to_arrow(
