@@ -78,7 +78,12 @@ SQL_PARTITION_TYPES = {
 def partition_value_sql(key: str, type_name: str) -> str:
     """SQL reading one partition value from ``add.partitionValues``: typed when DuckDB can
     cast it exactly, else the serialized string; ``''`` is NULL either way."""
-    raw = f"nullif(add.partitionValues[{_sql_str(key)}], '')"
+    # partitionValues is required on a partitioned table: without it every value would
+    # read as NULL (other rows), so the query fails and replay reports a corrupt log
+    raw = (
+        f"CASE WHEN add.partitionValues IS NULL THEN error({_sql_str(_NO_PARTITION_VALUES)}) "
+        f"ELSE nullif(add.partitionValues[{_sql_str(key)}], '') END"
+    )
     sql_type = SQL_PARTITION_TYPES.get(type_name)
     if sql_type is None or sql_type == "VARCHAR":
         return raw
@@ -94,6 +99,7 @@ def partition_value_sql(key: str, type_name: str) -> str:
 
 
 _INTEGER_SQL_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT"})
+_NO_PARTITION_VALUES = "an add action of a partitioned table without partitionValues"
 
 
 def key_hash_sql(key: str, dvid: str) -> str:
@@ -203,6 +209,8 @@ def replay_files(
         finally:
             con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
     except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error through the Arrow stream
+        if _NO_PARTITION_VALUES in str(exc):
+            raise CorruptLogError(where, _NO_PARTITION_VALUES) from exc
         if "Conversion Error" not in str(exc):
             raise
         first = str(exc).strip().splitlines()[0][:300]

@@ -322,6 +322,7 @@ def test_partition_values(genuine: tuple[Path, Any], column: str, value: Any, pi
         ("path", "", lq.InvalidPathError),  # was PyArrow's IsADirectoryError
         ("path", "p=0/", lq.InvalidPathError),
         ("path", None, lq.CorruptLogError),  # was left out of replay: its rows missing
+        ("partitionValues", None, lq.CorruptLogError),  # was read with NULL partitions
         ("p", "E", lq.CorruptLogError),  # was DuckDB's conversion error as an OSError
         ("p", "0E0", lq.CorruptLogError),  # was read as p = 0 (deltalake refuses it)
         ("p", " 1", lq.CorruptLogError),
@@ -334,8 +335,8 @@ def test_soak_findings(
     integer partition values DuckDB's cast accepts or rejects unlike the protocol."""
     root, truth = genuine
     case = fresh_copy(root, "soak-findings")
-    if field == "path":
-        assert edit_actions(case, 12, lambda add: add.__setitem__("path", value))
+    if field in ("path", "partitionValues"):
+        assert edit_actions(case, 12, lambda add: add.__setitem__(field, value))
     else:
         assert edit_actions(case, 12, lambda add: add["partitionValues"].__setitem__(field, value))
     with pytest.raises(error) as info:
