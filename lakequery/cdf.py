@@ -64,6 +64,7 @@ from lakequery.errors import (
 from lakequery.history import commit_timestamps
 from lakequery.log_segment import (
     TableState,
+    check_files,
     internal_connection,
     list_log,
     load_state,
@@ -385,6 +386,18 @@ def _file_actions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[pa.Table, 
         f"cdc.partitionValues AS pv FROM {_ACTIONS} WHERE cdc IS NOT NULL"
     ).to_arrow_table()
     return _table(singles), _table(pairs), _table(cdc)
+
+
+def _check_change_files(
+    storage: Storage, singles: pa.Table, pairs: pa.Table, cdc: pa.Table
+) -> None:
+    """The rule of a snapshot's files (:func:`lakequery.log_segment.check_files`) for the
+    files and DVs of the change feed, before any is read."""
+    for table, dv in ((singles, "dv"), (pairs, "add_dv"), (pairs, "remove_dv"), (cdc, None)):
+        columns = {"path": table.column("path")}
+        if dv is not None:
+            columns["deletion_vector"] = table.column(dv)
+        check_files(storage, pa.table(columns))
 
 
 def _table(data: Any) -> pa.Table:
@@ -737,6 +750,7 @@ def changes(
         singles, pairs, cdc = _file_actions(con, storage.root)
     finally:
         con.close()
+    _check_change_files(storage, singles, pairs, cdc)
     out_columns = _resolve_columns(dt.uri, metadata, columns)
     times = {c.version: t for c, t in zip(rng.commits, rng.times_ms, strict=True)}
     data_tasks = pa.concat_tables([_conform_tasks(singles), _refine_pairs(storage, pairs)])

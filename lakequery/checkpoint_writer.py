@@ -548,6 +548,7 @@ def _write_atomically(
         (rows, add rows, bytes) of the file now at ``final``.
     """
     if storage.protocol == "file":
+        storage.check_write_directory(storage.join("_delta_log"))
         # A hidden name the log listing ignores (it matches no pattern of digest §2.4).
         tmp = storage.join("_delta_log", f".tmp-{uuid.uuid4().hex}.checkpoint.parquet")
         native, target = tmp.removeprefix("file://"), final.removeprefix("file://")

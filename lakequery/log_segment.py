@@ -211,9 +211,9 @@ def _replay_loaded(
                 for _, key, t in partition_specs(metadata, protocol)
             ],
             small=reader.small,
+            where=log_dir(storage),
         )
-        check_paths(con, files, root=storage.root)
-        check_descriptors(files)
+        check_files(storage, files)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}
     domains = {
         str(d["domain"]): str(d.get("configuration") or "")
@@ -230,6 +230,21 @@ def _replay_loaded(
         segment,
         raw_txns,
     )
+
+
+def check_files(storage: Storage, files: pa.Table) -> None:
+    """Refuses replayed files lakequery must not read, before any is read: paths escaping
+    the root or on other storage (:func:`check_paths`), malformed deletion vector
+    descriptors and DV paths escaping the root (:func:`check_descriptors`), and files
+    reached through a symbolic link out of a local root (:meth:`Storage.check_links`).
+
+    Raises:
+        InvalidPathError: a path escapes the root.
+        DeletionVectorError: a malformed descriptor.
+    """
+    check_paths(None, files, root=storage.root)
+    check_descriptors(files, root=storage.root)
+    storage.check_links(files)
 
 
 def _unexpired_txns(

@@ -32,15 +32,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import CorruptLogError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import (
     TableState,
     _unexpired_txns,
+    check_files,
     internal_connection,
     list_log,
     load_state,
+    log_dir,
     partition_specs,
 )
 from lakequery.metadata import Metadata
@@ -48,7 +49,6 @@ from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import Listing, LogFile, LogSegment, select_segment
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import (
-    check_paths,
     dv_unique_id_sql,
     key_hash_sql,
     latest_non_file_actions,
@@ -211,9 +211,9 @@ def _apply(
         checkpoint=CHECKPOINT,  # empty: the base plays the checkpoint's part below
         partition_sql=partition_sql,
         small=reader.small,
+        where=log_dir(storage),
     )
-    check_paths(con, added, root=storage.root)
-    check_descriptors(added)
+    check_files(storage, added)
     files = _merge_files(con, state.files, added)
     raw_txns: dict[str, Mapping[str, Any]] = dict(state.raw_txns or {})
     raw_txns.update((str(t["appId"]), t) for _, t in found["txn"])

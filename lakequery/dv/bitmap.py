@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable
 
 import numpy as np
-from pyroaring import BitMap, BitMap64
+from pyroaring import BitMap64
 
 MAGIC_PORTABLE = 1681511377
 MAGIC_NATIVE = 1681511376
@@ -50,21 +50,32 @@ def deserialize(data: bytes) -> BitMap64:
 
 
 def _deserialize_native(data: bytes, *, big_endian: bool) -> BitMap64:
-    """The reference impl.'s native layout: count, then (length, 32-bit bitmap) per key."""
+    """The reference impl.'s native layout: count, then (length, 32-bit bitmap) per key.
+
+    Rebuilt as the portable 64-bit layout (count, then key and 32-bit bitmap per bucket)
+    and parsed once, so the rows stay compressed: a few kilobytes of run containers can
+    hold billions of rows, which must not be expanded here.
+    """
     fmt = ">I" if big_endian else "<I"
-    (count,) = struct.unpack_from(fmt, data, 4)
-    pos = 8
-    out = BitMap64()
-    for key in range(count):
-        (length,) = struct.unpack_from(fmt, data, pos)
-        pos += 4
-        low = BitMap.deserialize(data[pos : pos + length])
-        pos += length
-        if len(low):
-            values = np.asarray(low.to_array(), dtype=np.uint64) + np.uint64(key << 32)
-            out.update(values.tolist())
+    try:
+        (count,) = struct.unpack_from(fmt, data, 4)
+        pos = 8
+        parts = []
+        for key in range(count):  # each bucket takes at least 4 bytes: bounded by the data
+            (length,) = struct.unpack_from(fmt, data, pos)
+            pos += 4
+            if pos + length > len(data):
+                raise ValueError(f"bucket {key} runs past the end of the deletion vector")
+            parts.append(struct.pack("<I", key) + data[pos : pos + length])
+            pos += length
+    except struct.error as exc:
+        raise ValueError(f"native deletion vector ends early: {exc}") from exc
     if pos != len(data):
         raise ValueError("trailing bytes after native deletion vector")
+    try:
+        out = BitMap64.deserialize(struct.pack("<Q", count) + b"".join(parts))
+    except Exception as exc:  # pyroaring raises ValueError / generic errors
+        raise ValueError(f"malformed native deletion vector: {exc}") from exc
     return _checked(out)
 
 

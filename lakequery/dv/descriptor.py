@@ -101,13 +101,23 @@ def new_uuid_path(u: uuid.UUID, prefix: str = "") -> str:
 EMPTY_DV_SIZE = 12
 
 
-def _plainly_valid(present: Any, kind: Any, path: Any, size: Any, card: Any, offset: Any) -> bool:
+def _plainly_valid(
+    present: Any,
+    kind: Any,
+    path: Any,
+    size: Any,
+    card: Any,
+    offset: Any,
+    records: Any,
+    rooted: bool,
+) -> bool:
     """True when no descriptor can fail a rule of :func:`check_descriptors`, decided
     without turning any Python value into an Arrow one: pyarrow's first such conversion
     (``pa.scalar``, ``pa.array``, a Python number given to a compute function) imports
     pandas, 0.2-0.4 s in a fresh process. Only option-taking kernels and aggregates read
     back with ``as_py`` run here; when this says False the full check runs and names the
-    problem (a cardinality of 0 also sends it there)."""
+    problem (a cardinality of 0, a ``p`` DV, and -- with a table root -- a ``u`` prefix
+    holding ``..`` or ``%`` also send it there)."""
     import pyarrow.compute as pc
 
     if any(pc.any(pc.and_(present, pc.is_null(c))).as_py() for c in (kind, path, size, card)):
@@ -117,17 +127,66 @@ def _plainly_valid(present: Any, kind: Any, path: Any, size: Any, card: Any, off
     inline = pc.match_substring_regex(kind, "^i$")
     if pc.any(pc.and_(present, pc.and_(inline, pc.is_valid(offset)))).as_py():
         return False
+    if records is not None and pc.any(pc.and_(present, pc.greater(card, records))).as_py():
+        return False
+    if rooted:
+        if pc.any(pc.and_(present, pc.match_substring_regex(kind, "^p$"))).as_py():
+            return False
+        prefix = pc.utf8_slice_codeunits(path, 0, -20)
+        suspect = pc.and_(pc.match_substring_regex(kind, "^u$"), pc.match_substring(prefix, ".."))
+        suspect = pc.or_(
+            suspect,
+            pc.and_(pc.match_substring_regex(kind, "^u$"), pc.match_substring(prefix, "%")),
+        )
+        if pc.any(pc.and_(present, suspect)).as_py():
+            return False
     lowest = (pc.min(c.filter(present)).as_py() for c in (size, card, offset))
     return all(low is None or low >= bound for low, bound in zip(lowest, (0, 1, 0), strict=True))
 
 
-def check_descriptors(files: pa.Table) -> None:
+def _path_problems(root: str, kind: Any, path: Any) -> list[tuple[str, Any]]:
+    """(reason, mask) of DV paths that escape the root: a ``..`` segment in a ``u``
+    prefix; a ``p`` path that is relative, on other storage or holds a ``..`` segment."""
+    import pyarrow.compute as pc
+
+    from lakequery.protocol.file_locations import (
+        PARENT_SEGMENT_PATTERN,
+        external_mask,
+        refusals,
+    )
+
+    is_u, is_p = pc.equal(kind, pa.scalar("u")), pc.equal(kind, pa.scalar("p"))
+    path = pc.fill_null(path, "")
+    prefix = pc.utf8_slice_codeunits(path, 0, -20)
+    decoded = path  # the spellings of '.' and '/' that could hide a '..' segment
+    for code, char in (("%2E", "."), ("%2e", "."), ("%2F", "/"), ("%2f", "/")):
+        decoded = pc.replace_substring(decoded, code, char)
+    refused = pc.is_valid(refusals(root, decoded))
+    return [
+        (
+            "a .. segment in the DV path prefix leaves the table root",
+            pc.and_(is_u, pc.match_substring_regex(prefix, PARENT_SEGMENT_PATTERN)),
+        ),
+        (
+            "a p (absolute path) DV whose path is relative",
+            pc.and_(is_p, pc.invert(external_mask(decoded))),
+        ),
+        ("a p DV path outside the table's storage or through a .. segment", pc.and_(is_p, refused)),
+    ]
+
+
+def check_descriptors(files: pa.Table, root: str | None = None) -> None:
     """Refuses live files whose ``deletionVector`` is present but malformed.
 
     A descriptor that lacks its storage type, path, size or cardinality, has an unknown
-    storage type, a negative size, cardinality or offset, an offset on an inline DV, or a
-    cardinality of 0 with a non-empty bitmap cannot be applied; reading the file without it would return deleted rows. One
-    vectorised pass over the replayed files (most tables have no DV at all).
+    storage type, a negative size, cardinality or offset, an offset on an inline DV, a
+    cardinality of 0 with a non-empty bitmap, or a cardinality above the file's
+    ``numRecords`` cannot be applied; reading the file without
+    it would return deleted rows. With the table ``root``, DV files are held to the rule
+    of data files (:mod:`lakequery.protocol.file_locations`): a ``u`` prefix must not hold
+    a ``..`` segment, and a ``p`` path must be an absolute location on the table's own
+    storage without a ``..`` segment (``%2E``/``%2F`` decoded first). One vectorised pass
+    over the replayed files (most tables have no DV at all).
 
     Raises:
         DeletionVectorError: naming the first such data file and what is wrong.
@@ -152,7 +211,8 @@ def check_descriptors(files: pa.Table) -> None:
             pc.or_(pc.or_(pc.is_valid(size), pc.is_valid(card)), pc.is_valid(offset)),
         ),
     )
-    if _plainly_valid(present, kind, path, size, card, offset):
+    records = files.column("num_records") if "num_records" in files.column_names else None
+    if _plainly_valid(present, kind, path, size, card, offset, records, root is not None):
         return
     zero, empty = pa.scalar(0, pa.int64()), pa.scalar(EMPTY_DV_SIZE, pa.int64())
     problems = [
@@ -174,6 +234,10 @@ def check_descriptors(files: pa.Table) -> None:
             pc.and_(pc.equal(card, zero), pc.greater(size, empty)),
         ),
     ]
+    if records is not None:  # a DV deletes some of the file's rows
+        problems.append(("cardinality above the file's numRecords", pc.greater(card, records)))
+    if root is not None:
+        problems += _path_problems(root, kind, path)
     for reason, mask in problems:
         hit = pc.and_kleene(present, pc.fill_null(mask, False))
         if pc.any(hit).as_py():

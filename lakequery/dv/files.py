@@ -18,10 +18,12 @@ import struct
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
 from pyroaring import BitMap64
 
 from lakequery.dv.bitmap import deserialize
@@ -118,6 +120,45 @@ def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor)
     except LakeQueryError as exc:
         raise DeletionVectorError(data_file, d.unique_id, f"cannot read {path}: {exc}") from exc
     return parse_dv_record(record, d, data_file=data_file)
+
+
+#: A DV deleting more rows than this is checked against its data file's footer before
+#: its positions are materialized (8 bytes each): the log's ``numRecords`` is a claim
+#: like the DV's, and a few kilobytes of run containers can claim billions of rows.
+FOOTER_CHECK_ROWS = 1 << 22
+
+
+def checked_positions(
+    bitmap: BitMap64,
+    data_file: str,
+    descriptor: Descriptor,
+    num_records: int | None,
+    footer_rows: Callable[[], int],
+) -> npt.NDArray[np.int64]:
+    """The sorted deleted positions of one data file, refusing a DV that deletes a row
+    the file does not have: its largest position must be below the file's ``numRecords``
+    (when the log states it) and, for a DV of more than :data:`FOOTER_CHECK_ROWS` rows,
+    below the row count in the file's footer. So the positions materialized never exceed
+    the file's true rows (or that bound), whatever the descriptor and the log claim.
+
+    Raises:
+        DeletionVectorError: naming the data file and DV.
+    """
+    from lakequery.dv.bitmap import to_numpy
+
+    if len(bitmap):
+        top = int(bitmap.max())
+        bounds = [("numRecords", num_records)]
+        if len(bitmap) > FOOTER_CHECK_ROWS:
+            bounds.append(("rows in its footer", footer_rows()))
+        for what, rows in bounds:
+            if rows is not None and top >= rows:
+                raise DeletionVectorError(
+                    data_file,
+                    descriptor.unique_id,
+                    f"deletes row {top} of a file whose {what} is {rows}",
+                )
+    return to_numpy(bitmap)
 
 
 def load_deletion_vectors(

@@ -6,6 +6,7 @@ to the engines as sorted int64 arrays of deleted physical row positions per file
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,9 +14,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.dv.bitmap import to_numpy
 from lakequery.dv.descriptor import Descriptor
-from lakequery.dv.files import load_deletion_vectors
+from lakequery.dv.files import checked_positions, load_deletion_vectors
+from lakequery.parquet_footers import footer_row_counts
 
 if TYPE_CHECKING:
     from lakequery.scan import ScanPlan
@@ -60,4 +61,12 @@ def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.i
     bitmaps = load_deletion_vectors(
         storage, storage.root, list(zip(paths, descriptors, strict=True))
     )
-    return {loc: to_numpy(bm) for loc, bm in zip(locations, bitmaps, strict=True)}
+    counts = files.column("num_records").to_pylist()
+
+    def footer_rows(path: str) -> Callable[[], int]:
+        return lambda: footer_row_counts(storage, [path])[0]
+
+    return {
+        loc: checked_positions(bm, path, d, n, footer_rows(path))
+        for loc, bm, path, d, n in zip(locations, bitmaps, paths, descriptors, counts, strict=True)
+    }

@@ -18,6 +18,11 @@ before any file is read):
   for an in-memory table. Any other scheme (``http://``, ``abfss://``, an ``s3://`` file of
   a local table, ``file://host/``) is refused with :class:`~lakequery.errors.InvalidPathError`.
 
+The same rule holds for deletion vector files (``p`` paths, ``u`` prefixes:
+:func:`lakequery.dv.descriptor.check_descriptors`) and for the change feed's files; on
+local disk, symbolic links leading out of the root are refused as well
+(:mod:`lakequery.storage.local_links`).
+
 External files are never the table's own: VACUUM only ever lists and deletes under the
 root, commands remove them from the log (a ``remove`` action) but never delete them.
 
@@ -124,6 +129,7 @@ def refusals(root: str, keys: Any) -> pa.StringArray:
     allowed, spelled = _ALLOWED.get(storage_kind(root), ("$^", "the table's storage"))
     parent = pc.match_substring_regex(keys, PARENT_SEGMENT_PATTERN)
     foreign = pc.and_(external_mask(keys), pc.invert(pc.match_substring_regex(keys, allowed)))
+    directory = pc.match_substring_regex(keys, "^$|/$")
     no_reason = pa.scalar(None, pa.string())
     out: pa.StringArray = pc.if_else(
         parent,
@@ -131,7 +137,9 @@ def refusals(root: str, keys: Any) -> pa.StringArray:
         pc.if_else(
             foreign,
             pa.scalar(f"a file outside the table root must be on the same storage ({spelled})"),
-            no_reason,
+            pc.if_else(
+                directory, pa.scalar("an empty path or one ending in / names no file"), no_reason
+            ),
         ),
     )
     return out

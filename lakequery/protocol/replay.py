@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.errors import InvalidPathError
+from lakequery.errors import CorruptLogError, InvalidPathError
 
 
 def dv_unique_id_sql(dv: str) -> str:
@@ -78,11 +78,28 @@ SQL_PARTITION_TYPES = {
 def partition_value_sql(key: str, type_name: str) -> str:
     """SQL reading one partition value from ``add.partitionValues``: typed when DuckDB can
     cast it exactly, else the serialized string; ``''`` is NULL either way."""
-    raw = f"nullif(add.partitionValues[{_sql_str(key)}], '')"
+    # partitionValues is required on a partitioned table: without it every value would
+    # read as NULL (other rows), so the query fails and replay reports a corrupt log
+    raw = (
+        f"CASE WHEN add.partitionValues IS NULL THEN error({_sql_str(_NO_PARTITION_VALUES)}) "
+        f"ELSE nullif(add.partitionValues[{_sql_str(key)}], '') END"
+    )
     sql_type = SQL_PARTITION_TYPES.get(type_name)
     if sql_type is None or sql_type == "VARCHAR":
         return raw
+    if sql_type in _INTEGER_SQL_TYPES:
+        # DuckDB's cast also takes '0E0' or ' 1': only decimal digits are the protocol's
+        # spelling; anything else fails the cast (a conversion error, which the caller
+        # reports as a corrupt log) instead of becoming some integer
+        raw = (
+            f"CASE WHEN regexp_full_match({raw}, '[+-]?[0-9]+') THEN {raw} "
+            f"ELSE 'not an integer: ' || {raw} END"
+        )
     return f"CAST({raw} AS {sql_type})"
+
+
+_INTEGER_SQL_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT"})
+_NO_PARTITION_VALUES = "an add action of a partitioned table without partitionValues"
 
 
 def key_hash_sql(key: str, dvid: str) -> str:
@@ -148,8 +165,13 @@ def replay_files(
     checkpoint: str,
     partition_sql: Sequence[str] = (),
     small: bool = False,
+    where: str = "_delta_log",
 ) -> pa.Table:
     """The live files of a segment (digest §6), one row each, columns FILE_COLUMNS.
+
+    Raises:
+        CorruptLogError: at ``where`` (the log directory), when a partition value does not
+            parse as its column's type; naming the commit, when an add has no path.
 
     ``commit_keys`` is the slim table (version, h, is_add) of the commits' file actions;
     ``commits`` and ``checkpoint`` are views of the actions in the canonical shape with
@@ -170,15 +192,29 @@ def replay_files(
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags, add.clusteringProvider AS clustering_provider{raw_parts}"""
     live = _live_sql(checkpoint, commits, "add", cols)
-    if small:  # one statement instead of three (create, read, drop); same winners
-        return _stream_to_arrow(
-            con, f"WITH {_WINNERS} AS MATERIALIZED ({_winners_sql(commit_keys)}) {live}"
-        )
-    _winners(con, commit_keys)
+    # an add without a path has no key and would drop out of replay silently
+    ((pathless,),) = con.execute(
+        f"SELECT min(version) FROM {commit_keys} WHERE h IS NULL AND is_add = 1"
+    ).fetchall()
+    if pathless is not None:
+        raise CorruptLogError(f"{where}/{int(pathless):020d}.json", "an add action without a path")
     try:
-        return _stream_to_arrow(con, live)
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+        if small:  # one statement instead of three (create, read, drop); same winners
+            return _stream_to_arrow(
+                con, f"WITH {_WINNERS} AS MATERIALIZED ({_winners_sql(commit_keys)}) {live}"
+            )
+        _winners(con, commit_keys)
+        try:
+            return _stream_to_arrow(con, live)
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
+    except (duckdb.Error, OSError) as exc:  # OSError: DuckDB's error through the Arrow stream
+        if _NO_PARTITION_VALUES in str(exc):
+            raise CorruptLogError(where, _NO_PARTITION_VALUES) from exc
+        if "Conversion Error" not in str(exc):
+            raise
+        first = str(exc).strip().splitlines()[0][:300]
+        raise CorruptLogError(where, f"a partition value does not parse: {first}") from exc
 
 
 def replay_adds(
@@ -221,7 +257,7 @@ def replay_tombstones(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
-def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -> None:
+def check_paths(con: duckdb.DuckDBPyConnection | None, files: pa.Table, *, root: str) -> None:
     """Refuses live files lakequery must not read, by the rule of
     :mod:`lakequery.protocol.file_locations`: a ``..`` segment, or an absolute location
     on another kind of storage than the table's. Absolute locations on the table's own
@@ -240,7 +276,10 @@ def check_paths(con: duckdb.DuckDBPyConnection, files: pa.Table, *, root: str) -
     path = files.column("path")
     candidates = pc.or_(
         pc.or_(pc.match_substring(path, ":"), pc.starts_with(path, "/")),
-        pc.match_substring(path, ".."),
+        pc.or_(
+            pc.match_substring(path, ".."),
+            pc.match_substring_regex(path, "^$|/$"),  # options only: no pandas import
+        ),
     )
     if not pc.any(candidates).as_py():
         return

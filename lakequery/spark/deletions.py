@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,7 +54,8 @@ BROADCAST_DELETED_ROWS = 4_000_000
 _DESCRIPTOR_FIELDS = ("storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality")
 _DESCRIPTOR_DDL = (
     "path string, size bigint, bucket bigint, spark_file string, storageType string, "
-    "pathOrInlineDv string, offset int, sizeInBytes int, cardinality bigint"
+    "pathOrInlineDv string, offset int, sizeInBytes int, cardinality bigint, "
+    "num_records bigint"
 )
 _LONG_KEY_DDL = "__lq_key bigint"
 _PAIR_KEY_DDL = "__lq_file string, __lq_row bigint"
@@ -165,6 +166,7 @@ class Deletions:
                 "bucket": buckets,
                 "spark_file": pa.array(names, pa.string()),
                 **{name: pc.struct_field(dvs, name) for name in _DESCRIPTOR_FIELDS},
+                "num_records": plan.files.column("num_records"),
             }
         )
         shifts = None if self.key is None else (self.key.size_shift, self.key.row_shift)
@@ -253,16 +255,24 @@ def deleted_keys(
 
 
 def deleted_positions(table: pa.Table, storage: Storage) -> list[np.ndarray[Any, Any]]:
-    """The sorted deleted positions of each DV descriptor row of ``table``."""
-    from lakequery.dv.bitmap import to_numpy
+    """The sorted deleted positions of each DV descriptor row of ``table``, never more
+    than the file has rows (:func:`lakequery.dv.files.checked_positions`)."""
     from lakequery.dv.descriptor import Descriptor
-    from lakequery.dv.files import load_deletion_vectors
+    from lakequery.dv.files import checked_positions, load_deletion_vectors
+    from lakequery.parquet_footers import footer_row_counts
+
+    def footer_rows(path: str) -> Callable[[], int]:
+        return lambda: footer_row_counts(storage, [path])[0]
 
     descriptors = table.select(list(_DESCRIPTOR_FIELDS)).to_pylist()
     paths = [str(p) for p in table.column("path").to_pylist()]
     items = [(p, Descriptor.from_dict(d)) for p, d in zip(paths, descriptors, strict=True)]
     bitmaps = load_deletion_vectors(storage, storage.root, items)
-    return [to_numpy(b).astype(np.int64, copy=False) for b in bitmaps]
+    records = table.column("num_records").to_pylist()
+    return [
+        checked_positions(bitmap, path, d, n, footer_rows(path)).astype(np.int64, copy=False)
+        for bitmap, (path, d), n in zip(bitmaps, items, records, strict=True)
+    ]
 
 
 def _keys(

@@ -31,6 +31,7 @@ from lakequery.storage import bridges
 if TYPE_CHECKING:
     import duckdb
     import fsspec
+    import pyarrow as pa
     import pyarrow.fs
 
 #: Operations for which a missing object is reported as :class:`ObjectNotFoundError`.
@@ -118,6 +119,19 @@ class Storage(abc.ABC):
             raise StorageError(path, operation, _reason(exc)) from exc
         except self._client_errors as exc:
             raise StorageError(path, operation, _reason(exc)) from exc
+
+    # --- symbolic links (local tables) ---------------------------------------------------------
+
+    def check_links(self, files: pa.Table) -> None:
+        """Refuses replayed files that are, or lie below, a symbolic link leading out of
+        the table root (local tables, :mod:`lakequery.storage.local_links`; object stores
+        have no links)."""
+        del files
+
+    def check_write_directory(self, directory: str) -> None:
+        """Refuses to write into ``directory`` when it is reached through a link leading
+        out of the root (local tables only)."""
+        del directory
 
     # --- listing -----------------------------------------------------------------------------
 

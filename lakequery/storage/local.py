@@ -4,22 +4,30 @@ Commits use ``os.link`` for atomic create-if-absent: the full content is written
 hidden temporary file in the target directory, then hard-linked to the final name,
 which fails if that name exists. Readers therefore never see a partial commit, and
 exactly one of many concurrent writers (threads or processes) wins.
+
+Symbolic links leading out of the table root are refused (:mod:`.local_links`): in the
+planned files (:meth:`LocalStorage.check_links`), in listings, in directories written
+into, and as the last component of a file read through this class (opened with
+``O_NOFOLLOW`` first, so a file that is no link costs no extra call).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from fsspec.implementations.local import LocalFileSystem
 
 from lakequery.errors import StorageError
 from lakequery.storage.base import FileInfo, Storage
+from lakequery.storage.local_links import LinkGuard
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.fs
 
 
@@ -28,15 +36,47 @@ class LocalStorage(Storage):
 
     def __init__(self, root: str) -> None:
         super().__init__(root, "file", LocalFileSystem())
+        self.links = LinkGuard(root)
 
     def _fs_path(self, path: str) -> str:
         return path.removeprefix("file://")
+
+    def check_links(self, files: pa.Table) -> None:
+        """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
+        are, or lie below, a symbolic link leading out of the table root."""
+        import pyarrow.compute as pc
+
+        from lakequery.protocol.file_locations import external_mask
+
+        if files.num_rows == 0:
+            return
+        keys = files.column("path").combine_chunks()
+        relative = keys.filter(pc.invert(external_mask(keys)))
+        dv_dirs = None
+        if "deletion_vector" in files.column_names:
+            dv = files.column("deletion_vector")
+            if dv.null_count < len(dv):
+                kind, path = (
+                    pc.struct_field(dv, "storageType"),
+                    pc.struct_field(dv, "pathOrInlineDv"),
+                )
+                # no Python value becomes an Arrow scalar (pyarrow would import pandas)
+                on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
+                # pathOrInlineDv = <prefix><20 characters of Z85 UUID>
+                dv_dirs = pc.utf8_slice_codeunits(path.filter(on_disk), 0, -20).combine_chunks()
+        self.links.check_relative(relative, dv_dirs)
+
+    def check_write_directory(self, directory: str) -> None:
+        """Refuses to write into ``directory`` when a link between the root and it leads
+        out of the root."""
+        self.links.check_directory(self._fs_path(directory))
 
     def list_from(self, directory: str, start: str) -> list[FileInfo]:
         """List files directly inside ``directory`` named ``>= start``, sorted by name."""
         native = self._fs_path(directory)
         found: list[FileInfo] = []
         with self._translate(directory, "list"):
+            self.links.check_directory(native)
             try:
                 entries = list(os.scandir(native))
             except (FileNotFoundError, NotADirectoryError):
@@ -50,6 +90,8 @@ class LocalStorage(Storage):
                     st = entry.stat()
                 except FileNotFoundError:  # deleted while listing
                     continue
+                if entry.is_symlink():  # known from the listing, no extra call
+                    self.links.refuse_if_escaping(self.links.relative(entry.path))
                 found.append(
                     FileInfo(
                         path=f"{directory}/{entry.name}",
@@ -65,6 +107,7 @@ class LocalStorage(Storage):
         """Write ``data`` durably to a hidden temporary file next to ``path``."""
         native = self._fs_path(path)
         directory, name = os.path.split(native)
+        self.links.check_directory(directory)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         try:
@@ -111,14 +154,33 @@ class LocalStorage(Storage):
                 raise
             _fsync_directory(os.path.dirname(self._fs_path(path)))
 
+    def _open_for_read(self, path: str) -> BinaryIO:
+        """Opens a file without following a final link; a link is followed only after
+        :class:`LinkGuard` found its target inside the root (or the path is not under the
+        root: a shallow clone's file, read as the log names it)."""
+        native = self._fs_path(path)
+        try:  # os.open, then a file object over its descriptor: one open, one audit event
+            return os.fdopen(os.open(native, os.O_RDONLY | os.O_NOFOLLOW | _O_CLOEXEC), "rb")
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+        relative = self.links.relative(native)
+        if relative:
+            self.links.refuse_if_escaping(relative)
+        return open(native, "rb")
+
     def _read_range(self, path: str, offset: int, length: int) -> bytes:
-        with open(self._fs_path(path), "rb") as fh:
+        with self._open_for_read(path) as fh:
+            # never more than the file holds: ``read(n)`` allocates ``n`` bytes first, and
+            # ``length`` may come from a hostile DV descriptor (the caller then reports the
+            # short read)
+            length = max(0, min(length, os.fstat(fh.fileno()).st_size - offset))
             fh.seek(offset)
             return fh.read(length)
 
     def read(self, path: str) -> bytes:
         """Return the content of the file at ``path``."""
-        with self._translate(path, "read"), open(self._fs_path(path), "rb") as fh:
+        with self._translate(path, "read"), self._open_for_read(path) as fh:
             return fh.read()
 
     def arrow_filesystem(self) -> tuple[pyarrow.fs.FileSystem, Callable[[str], str]]:
@@ -132,6 +194,9 @@ class LocalStorage(Storage):
     def polars_source(self, paths: Sequence[str]) -> tuple[list[str], dict[str, str] | None]:
         """Local paths need no storage options."""
         return [self._fs_path(p) for p in paths], None
+
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def _fsync_directory(directory: str) -> None:

@@ -313,6 +313,8 @@ class _Writer:
         self.page_version = "2.0" if fmt.startswith("2") else "1.0"
         storage = open_storage(state.table_uri, state.options())
         self.join = storage.join
+        self.check_directory = storage.check_write_directory
+        self.checked_directories: set[str] = set()  # once per directory and writer
         self.fs: pafs.FileSystem
         self.fs_path: Callable[[str], str]
         if storage.protocol == "file":
@@ -441,7 +443,11 @@ class _Writer:
         if self.change_data:
             relative = f"{CHANGE_DATA_DIR}/{relative}"
         path = self.fs_path(self.join(relative))
-        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        parent = path.rsplit("/", 1)[0]
+        if parent not in self.checked_directories:  # never write through a link out
+            self.check_directory(self.join(relative).rsplit("/", 1)[0])
+            self.checked_directories.add(parent)
+        self.fs.create_dir(parent, recursive=True)
         sink = self.fs.open_output_stream(path)
         writer = pq.ParquetWriter(
             sink,

@@ -316,6 +316,35 @@ def test_partition_values(genuine: tuple[Path, Any], column: str, value: Any, pi
     check(case, truth, "partition values", checked=False)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("path", "", lq.InvalidPathError),  # was PyArrow's IsADirectoryError
+        ("path", "p=0/", lq.InvalidPathError),
+        ("path", None, lq.CorruptLogError),  # was left out of replay: its rows missing
+        ("partitionValues", None, lq.CorruptLogError),  # was read with NULL partitions
+        ("p", "E", lq.CorruptLogError),  # was DuckDB's conversion error as an OSError
+        ("p", "0E0", lq.CorruptLogError),  # was read as p = 0 (deltalake refuses it)
+        ("p", " 1", lq.CorruptLogError),
+    ],
+)
+def test_soak_findings(
+    genuine: tuple[Path, Any], field: str, value: str | None, error: type
+) -> None:
+    """Cases the soak (400 per parser) found, kept at every run: a path naming no file and
+    integer partition values DuckDB's cast accepts or rejects unlike the protocol."""
+    root, truth = genuine
+    case = fresh_copy(root, "soak-findings")
+    if field in ("path", "partitionValues"):
+        assert edit_actions(case, 12, lambda add: add.__setitem__(field, value))
+    else:
+        assert edit_actions(case, 12, lambda add: add["partitionValues"].__setitem__(field, value))
+    with pytest.raises(error) as info:
+        lq.DeltaTable(str(case)).snapshot().scan().to_arrow()
+    assert str(case) in str(info.value) or repr(value) in str(info.value)
+    check(case, truth, "soak findings", checked=False)
+
+
 DV_FIELDS = ["storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality"]
 
 
