@@ -156,10 +156,26 @@ def check(
         return
     assert not checked, f"{parser}: wrong rows from a mutation the format detects"
     reference = deltalake_rows(case)
+    if reference is not None:
+        reference = empty_partition_strings_as_null(reference)
     assert reference is not None and got == reference, (
         f"{parser}: lakequery returned rows that differ from the table's and deltalake "
         f"{'refused the input' if reference is None else 'read other rows'}"
     )
+
+
+#: Position of the string partition column ``s`` in :func:`rows_of`'s sorted columns.
+_S_COLUMN = sorted(["id", "p", "s", "d", "v"]).index("s")
+
+
+def empty_partition_strings_as_null(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``deltalake``'s rows with an empty string partition value read as NULL, as the
+    protocol says (digest: "an empty string means null" for partition values) and
+    lakequery reads it; deltalake keeps the empty string."""
+    fixed = [
+        tuple(None if i == _S_COLUMN and v == "" else v for i, v in enumerate(row)) for row in rows
+    ]
+    return sorted(fixed, key=repr)
 
 
 def log_files(root: Path, suffix: str) -> list[Path]:
