@@ -34,20 +34,7 @@ def _append(uri: str, start: int, n: int = 5) -> None:
 
 
 def _run_available_now(spark: Any, src: str, dst: str, checkpoint: Path, **options: str) -> Any:
-    reader = spark.readStream.format("lakequery")
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    query = (
-        reader.load(src)
-        .writeStream.format("lakequery")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start(dst)
-    )
-    query.awaitTermination(300)
-    if query.exception() is not None:
-        raise query.exception()
-    return query
+    return _limited_query(spark, src, dst, checkpoint, available_now=True, **options)
 
 
 def _ids(uri: str) -> list[int]:
