@@ -161,6 +161,27 @@ def checked_positions(
     return to_numpy(bitmap)
 
 
+def deleted_positions(
+    storage: Storage,
+    items: Sequence[tuple[str, Descriptor]],
+    num_records: Sequence[int | None],
+) -> list[npt.NDArray[np.int64]]:
+    """The sorted deleted positions of each ``(data file, descriptor)`` pair: the DVs
+    loaded by :func:`load_deletion_vectors`, each held to its file's rows by
+    :func:`checked_positions` (``num_records`` from the log; the footer read only when
+    that function needs it)."""
+    from lakequery.parquet_footers import footer_row_counts
+
+    def footer_rows(path: str) -> Callable[[], int]:
+        return lambda: footer_row_counts(storage, [path])[0]
+
+    bitmaps = load_deletion_vectors(storage, storage.root, items)
+    return [
+        checked_positions(bitmap, path, d, n, footer_rows(path))
+        for bitmap, (path, d), n in zip(bitmaps, items, num_records, strict=True)
+    ]
+
+
 def load_deletion_vectors(
     storage: Storage | None, root: str, items: Sequence[tuple[str, Descriptor]]
 ) -> list[BitMap64]:

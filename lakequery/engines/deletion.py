@@ -6,7 +6,6 @@ to the engines as sorted int64 arrays of deleted physical row positions per file
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,8 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.dv.descriptor import Descriptor
-from lakequery.dv.files import checked_positions, load_deletion_vectors
-from lakequery.parquet_footers import footer_row_counts
+from lakequery.dv.files import deleted_positions
 
 if TYPE_CHECKING:
     from lakequery.scan import ScanPlan
@@ -58,15 +56,9 @@ def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.i
         Descriptor.from_dict(d or {}) for d in files.column("deletion_vector").to_pylist()
     ]
     paths = [str(x) for x in files.column("path").to_pylist()]
-    bitmaps = load_deletion_vectors(
-        storage, storage.root, list(zip(paths, descriptors, strict=True))
+    positions = deleted_positions(
+        storage,
+        list(zip(paths, descriptors, strict=True)),
+        files.column("num_records").to_pylist(),
     )
-    counts = files.column("num_records").to_pylist()
-
-    def footer_rows(path: str) -> Callable[[], int]:
-        return lambda: footer_row_counts(storage, [path])[0]
-
-    return {
-        loc: checked_positions(bm, path, d, n, footer_rows(path))
-        for loc, bm, path, d, n in zip(locations, bitmaps, paths, descriptors, counts, strict=True)
-    }
+    return dict(zip(locations, positions, strict=True))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -256,22 +256,16 @@ def deleted_keys(
 
 def deleted_positions(table: pa.Table, storage: Storage) -> list[np.ndarray[Any, Any]]:
     """The sorted deleted positions of each DV descriptor row of ``table``, never more
-    than the file has rows (:func:`lakequery.dv.files.checked_positions`)."""
+    than the file has rows (:func:`lakequery.dv.files.deleted_positions`)."""
+    from lakequery.dv import files
     from lakequery.dv.descriptor import Descriptor
-    from lakequery.dv.files import checked_positions, load_deletion_vectors
-    from lakequery.parquet_footers import footer_row_counts
-
-    def footer_rows(path: str) -> Callable[[], int]:
-        return lambda: footer_row_counts(storage, [path])[0]
 
     descriptors = table.select(list(_DESCRIPTOR_FIELDS)).to_pylist()
     paths = [str(p) for p in table.column("path").to_pylist()]
     items = [(p, Descriptor.from_dict(d)) for p, d in zip(paths, descriptors, strict=True)]
-    bitmaps = load_deletion_vectors(storage, storage.root, items)
     records = table.column("num_records").to_pylist()
     return [
-        checked_positions(bitmap, path, d, n, footer_rows(path)).astype(np.int64, copy=False)
-        for bitmap, (path, d), n in zip(bitmaps, items, records, strict=True)
+        p.astype(np.int64, copy=False) for p in files.deleted_positions(storage, items, records)
     ]
 
 
