@@ -291,12 +291,19 @@ def test_vacuum_deletes_nothing_outside_the_root(
 # --- change data feed and DV paths -----------------------------------------------------------
 
 
-def test_change_feed_refuses_change_files_behind_a_link(tmp_path: Path) -> None:
+def change_feed_table(tmp_path: Path) -> tuple[Path, str]:
+    """A 10-row table with the change feed on, whose version 1 (an UPDATE of 3 rows)
+    wrote change files under ``_change_data``."""
     root = tmp_path / "t"
     uri = str(root)
     data = pa.table({"id": pa.array(range(10), pa.int64()), "p": [0] * 10})
     lq.write(uri, data, configuration={"delta.enableChangeDataFeed": "true"})
     lq.DeltaTable(uri).update("id < 3", set={"p": "1"})
+    return root, uri
+
+
+def test_change_feed_refuses_change_files_behind_a_link(tmp_path: Path) -> None:
+    root, uri = change_feed_table(tmp_path)
     assert (root / "_change_data").is_dir()
     assert lq.DeltaTable(uri).changes(starting_version=1).to_arrow().num_rows == 6
     link_out(root / "_change_data", tmp_path / "outside")
@@ -306,11 +313,7 @@ def test_change_feed_refuses_change_files_behind_a_link(tmp_path: Path) -> None:
 
 
 def test_change_feed_refuses_a_change_file_path_with_dotdot(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    uri = str(root)
-    data = pa.table({"id": pa.array(range(10), pa.int64()), "p": [0] * 10})
-    lq.write(uri, data, configuration={"delta.enableChangeDataFeed": "true"})
-    lq.DeltaTable(uri).update("id < 3", set={"p": "1"})
+    root, uri = change_feed_table(tmp_path)
     commit = root / "_delta_log" / f"{1:020d}.json"
     lines = [json.loads(line) for line in commit.read_text().splitlines()]
     for action in lines:
