@@ -84,12 +84,24 @@ class Descriptor:
         if self.storage_type != "u":
             raise ValueError(f"storage type {self.storage_type!r} has no file")
         s = self.path_or_inline_dv
-        if len(s) < 20:
+        if len(s) < Z85_UUID_LENGTH:
             raise ValueError(f"DV path {s!r} is shorter than a Z85 UUID")
-        prefix, encoded = s[:-20], s[-20:]
+        prefix, encoded = s[:-Z85_UUID_LENGTH], s[-Z85_UUID_LENGTH:]
         name = f"deletion_vector_{uuid.UUID(bytes=z85.decode(encoded))}.bin"
         root = table_root.rstrip("/")
         return f"{root}/{prefix}/{name}" if prefix else f"{root}/{name}"
+
+
+#: Characters of the Z85-encoded UUID that ends a ``u`` DV's ``pathOrInlineDv``.
+Z85_UUID_LENGTH = 20
+
+
+def u_prefixes(paths: Any) -> Any:
+    """The directory prefixes of ``u`` DVs' ``pathOrInlineDv`` values (vectorised): all
+    but the trailing Z85 UUID."""
+    import pyarrow.compute as pc
+
+    return pc.utf8_slice_codeunits(paths, 0, -Z85_UUID_LENGTH)
 
 
 def new_uuid_path(u: uuid.UUID, prefix: str = "") -> str:
@@ -132,7 +144,7 @@ def _plainly_valid(
     if rooted:
         if pc.any(pc.and_(present, pc.match_substring_regex(kind, "^p$"))).as_py():
             return False
-        prefix = pc.utf8_slice_codeunits(path, 0, -20)
+        prefix = u_prefixes(path)
         suspect = pc.and_(pc.match_substring_regex(kind, "^u$"), pc.match_substring(prefix, ".."))
         suspect = pc.or_(
             suspect,
@@ -157,7 +169,7 @@ def _path_problems(root: str, kind: Any, path: Any) -> list[tuple[str, Any]]:
 
     is_u, is_p = pc.equal(kind, pa.scalar("u")), pc.equal(kind, pa.scalar("p"))
     path = pc.fill_null(path, "")
-    prefix = pc.utf8_slice_codeunits(path, 0, -20)
+    prefix = u_prefixes(path)
     decoded = path  # the spellings of '.' and '/' that could hide a '..' segment
     for code, char in (("%2E", "."), ("%2e", "."), ("%2F", "/"), ("%2f", "/")):
         decoded = pc.replace_substring(decoded, code, char)

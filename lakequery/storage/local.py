@@ -46,6 +46,7 @@ class LocalStorage(Storage):
         are, or lie below, a symbolic link leading out of the table root."""
         import pyarrow.compute as pc
 
+        from lakequery.dv.descriptor import u_prefixes
         from lakequery.protocol.file_locations import external_mask
 
         if files.num_rows == 0:
@@ -62,8 +63,7 @@ class LocalStorage(Storage):
                 )
                 # no Python value becomes an Arrow scalar (pyarrow would import pandas)
                 on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
-                # pathOrInlineDv = <prefix><20 characters of Z85 UUID>
-                dv_dirs = pc.utf8_slice_codeunits(path.filter(on_disk), 0, -20).combine_chunks()
+                dv_dirs = u_prefixes(path.filter(on_disk)).combine_chunks()
         self.links.check_relative(relative, dv_dirs)
 
     def check_write_directory(self, directory: str) -> None:
