@@ -242,7 +242,7 @@ def check_files(storage: Storage, files: pa.Table) -> None:
         InvalidPathError: a path escapes the root.
         DeletionVectorError: a malformed descriptor.
     """
-    check_paths(None, files, root=storage.root)
+    check_paths(files, root=storage.root)
     check_descriptors(files, root=storage.root)
     storage.check_links(files)
 

@@ -257,19 +257,18 @@ def replay_tombstones(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
-def check_paths(con: duckdb.DuckDBPyConnection | None, files: pa.Table, *, root: str) -> None:
+def check_paths(files: pa.Table, *, root: str) -> None:
     """Refuses live files lakequery must not read, by the rule of
     :mod:`lakequery.protocol.file_locations`: a ``..`` segment, or an absolute location
     on another kind of storage than the table's. Absolute locations on the table's own
     storage (a shallow clone's files, digest §4.3) are accepted; those inside the root were
-    already made relative by :func:`key_sql`. ``con`` is unused (kept for callers).
+    already made relative by :func:`key_sql`.
 
     Raises:
         InvalidPathError: naming the first offending path and why.
     """
     from lakequery.protocol.file_locations import refusals
 
-    del con
     if files.num_rows == 0:
         return
     # a cheap pre-filter in Arrow: most tables have no candidate at all
