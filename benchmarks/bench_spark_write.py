@@ -12,10 +12,17 @@ from the same session, with the same number of tasks, alternately, each into a f
 directory; the best of ``--repeat`` runs of each is reported as a Markdown table. Both
 include generating the rows, which Spark does inside the write tasks.
 
+``--floors`` adds three contenders, alternated with the same two, that show what any
+writer running in a Python worker pays before it writes Delta statistics or a log:
+Spark generating the rows alone (the ``noop`` sink), ``mapInArrow`` handing every row to
+Python that only counts them, and ``mapInArrow`` writing each task's batches with
+pyarrow's ``ParquetWriter`` (zstd, default statistics, no Delta stats, no log).
+
 CLI::
 
     python -m benchmarks.bench_spark_write                    # 10M rows, best of 3
     python -m benchmarks.bench_spark_write --rows 1000000 --repeat 5 --partitions 4
+    python -m benchmarks.bench_spark_write --floors           # plus the three floors
 """
 
 from __future__ import annotations
@@ -67,15 +74,13 @@ def _dir_stats(root: Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
-def _best_pair_fresh(
-    a: Callable[[Path], Any], b: Callable[[Path], Any], work: Path, repeat: int
-) -> tuple[float, float]:
-    """Best times of two writers run alternately (so both see the same machine load),
-    each into a fresh directory that is removed outside the timing."""
-    best = [float("inf"), float("inf")]
+def _best_fresh(writers: list[Callable[[Path], Any]], work: Path, repeat: int) -> list[float]:
+    """Best times of writers run round-robin (so all see the same machine load), each
+    into a fresh directory that is removed outside the timing."""
+    best = [float("inf")] * len(writers)
     for i in range(repeat + 1):  # the first round warms up (JIT, Python workers)
-        for k, fn in enumerate((a, b)):
-            target = work / f"{'ab'[k]}-{i}"
+        for k, fn in enumerate(writers):
+            target = work / f"{k}-{i}"
             start = time.perf_counter()
             fn(target)
             elapsed = time.perf_counter() - start
@@ -83,10 +88,52 @@ def _best_pair_fresh(
                 best[k] = min(best[k], elapsed)
             if i < repeat:  # keep the last outputs for the summary
                 shutil.rmtree(target, ignore_errors=True)
-    return best[0], best[1]
+    return best
 
 
-def run(rows: int, repeat: int, partitions: int | None, master: str, memory: str) -> str:
+def _count_rows(batches: Any) -> Any:
+    """mapInArrow floor: receive every row in Python, keep nothing."""
+    import pyarrow as pa
+
+    n = 0
+    for b in batches:
+        n += b.num_rows
+    yield pa.record_batch({"n": pa.array([n], pa.int64())})
+
+
+def _pyarrow_parquet(target: str) -> Callable[[Any], Any]:
+    """mapInArrow floor: each task writes its batches to one zstd file with pyarrow."""
+
+    def write(batches: Any) -> Any:
+        import uuid
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        writer = None
+        n = 0
+        for b in batches:
+            if writer is None:
+                os.makedirs(target, exist_ok=True)
+                path = os.path.join(target, f"part-{uuid.uuid4().hex}.parquet")
+                writer = pq.ParquetWriter(path, b.schema, compression="zstd")
+            writer.write_batch(b)
+            n += b.num_rows
+        if writer is not None:
+            writer.close()
+        yield pa.record_batch({"n": pa.array([n], pa.int64())})
+
+    return write
+
+
+def run(
+    rows: int,
+    repeat: int,
+    partitions: int | None,
+    master: str,
+    memory: str,
+    floors: bool = False,
+) -> str:
     import lakequery as lq
     import lakequery.spark
 
@@ -102,8 +149,30 @@ def run(rows: int, repeat: int, partitions: int | None, master: str, memory: str
         def with_spark(target: Path) -> None:
             df.write.mode("errorifexists").option("compression", "zstd").parquet(str(target))
 
-        t_lq, t_spark = _best_pair_fresh(with_lakequery, with_spark, work, repeat)
-        lq_dir, spark_dir = work / f"a-{repeat}", work / f"b-{repeat}"
+        writers: list[Callable[[Path], Any]] = [with_lakequery, with_spark]
+        names = ["lakequery.spark.write (Delta)", "Spark df.write.parquet"]
+        if floors:
+
+            def spark_rows_only(target: Path) -> None:
+                df.write.format("noop").mode("overwrite").save()
+
+            def arrow_rows_only(target: Path) -> None:
+                got = df.mapInArrow(_count_rows, "n long").groupBy().sum("n").collect()
+                if got[0][0] != rows:
+                    raise SystemExit(f"mapInArrow counted {got[0][0]} rows, expected {rows}")
+
+            def arrow_parquet(target: Path) -> None:
+                df.mapInArrow(_pyarrow_parquet(str(target)), "n long").collect()
+
+            writers += [spark_rows_only, arrow_rows_only, arrow_parquet]
+            names += [
+                "floor: Spark generates the rows (noop sink)",
+                "floor: mapInArrow, rows counted in Python",
+                "floor: mapInArrow + pyarrow ParquetWriter (no Delta stats, no log)",
+            ]
+        times = _best_fresh(writers, work, repeat)
+        t_lq, t_spark = times[0], times[1]
+        lq_dir, spark_dir = work / f"0-{repeat}", work / f"1-{repeat}"
         written = lq.DeltaTable(str(lq_dir)).snapshot().num_records()
         if written != rows:
             raise SystemExit(f"lakequery wrote {written} rows, expected {rows}")
@@ -123,6 +192,8 @@ def run(rows: int, repeat: int, partitions: int | None, master: str, memory: str
         f"| Spark df.write.parquet | {t_spark:.2f} | {rows / t_spark / 1e6:.2f} "
         f"| {sp_files} | {sp_bytes / mb:.1f} | 1.00x |",
     ]
+    for name, t in zip(names[2:], times[2:], strict=True):
+        lines.append(f"| {name} | {t:.2f} | {rows / t / 1e6:.2f} | | | {t / t_spark:.2f}x |")
     return "\n".join(lines)
 
 
@@ -135,8 +206,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--master", default="local[*]", help="Spark master")
     parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory")
+    parser.add_argument("--floors", action="store_true", help="add the three floor contenders")
     args = parser.parse_args(argv)
-    print(run(args.rows, args.repeat, args.partitions, args.master, args.driver_memory))
+    print(
+        run(args.rows, args.repeat, args.partitions, args.master, args.driver_memory, args.floors)
+    )
 
 
 if __name__ == "__main__":
