@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -77,6 +78,50 @@ _ALLOWED: dict[str, tuple[str, str]] = {
 }
 
 
+def all_plain_relative(keys: Any) -> bool:
+    """True when no key can be external or refused, so the regular-expression kernels
+    of :func:`external_mask` and :func:`refusals` can be skipped: no key is empty or
+    null, none starts or ends with ``/``, and the bytes hold no ``:`` and no ``..``.
+
+    One NumPy pass over the string buffers (a few ms for 200,000 keys, where each regular
+    expression takes tens). False also for a ``..`` spanning two keys, or an Arrow type
+    other than string / large_string: the caller then runs the exact checks.
+
+    Example:
+        >>> all_plain_relative(pa.array(["a=1/p.parquet", "q.parquet"]))
+        True
+        >>> [all_plain_relative(pa.array([k])) for k in ["/x/p", "s3://b/p", "a/../p", "d/"]]
+        [False, False, False, False]
+    """
+    chunks = keys.chunks if isinstance(keys, pa.ChunkedArray) else [keys]
+    return all(_plain_chunk(chunk) for chunk in chunks)
+
+
+_SLASH, _COLON, _DOT = ord("/"), ord(":"), ord(".")
+
+
+def _plain_chunk(arr: Any) -> bool:
+    if len(arr) == 0:
+        return True
+    if arr.null_count or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        return False
+    width = np.dtype(np.int32 if pa.types.is_string(arr.type) else np.int64)
+    _, offset_buffer, data_buffer = arr.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=width)[arr.offset : arr.offset + len(arr) + 1]
+    offsets = offsets.astype(np.int64, copy=False)
+    starts, ends = offsets[:-1], offsets[1:]
+    if data_buffer is None or bool((ends <= starts).any()):
+        return False  # an empty key
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    if bool((data[starts] == _SLASH).any()) or bool((data[ends - 1] == _SLASH).any()):
+        return False
+    body = data[offsets[0] : offsets[-1]]
+    if bool((body == _COLON).any()):
+        return False
+    dots = np.flatnonzero(body == _DOT)
+    return not bool((np.diff(dots) == 1).any())
+
+
 def external_mask(keys: Any) -> pa.BooleanArray:
     """True where a replay key (decoded path) is an absolute location, i.e. not a file
     relative to the table root."""
@@ -103,6 +148,8 @@ def file_locations(root: str, keys: Any) -> pa.StringArray:
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     # an Arrow kernel, not a Python list: pyarrow imports pandas on its first list
     inside: Any = pc.utf8_replace_slice(keys, start=0, stop=0, replacement=root + "/")
+    if all_plain_relative(keys):
+        return inside  # type: ignore[no-any-return]
     external = external_mask(keys)
     if not pc.any(external).as_py():
         return inside  # type: ignore[no-any-return]

@@ -47,12 +47,12 @@ class LocalStorage(Storage):
         import pyarrow.compute as pc
 
         from lakequery.dv.descriptor import u_prefixes
-        from lakequery.protocol.file_locations import external_mask
+        from lakequery.protocol.file_locations import all_plain_relative, external_mask
 
         if files.num_rows == 0:
             return
         keys = files.column("path").combine_chunks()
-        relative = keys.filter(pc.invert(external_mask(keys)))
+        relative = keys if all_plain_relative(keys) else keys.filter(pc.invert(external_mask(keys)))
         dv_dirs = None
         if "deletion_vector" in files.column_names:
             dv = files.column("deletion_vector")

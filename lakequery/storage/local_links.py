@@ -145,9 +145,13 @@ class LinkGuard:
 
         # Python lists, not pa.array of Python values: pyarrow's first conversion of a
         # Python value imports pandas (0.2-0.4 s of a fresh process, see test_lazy_import)
-        parents: list[Any] = [""]  # a flat table: every file in the root (no regex)
-        if pc.any(pc.match_substring(files, "/")).as_py():
-            parents = pc.unique(pc.replace_substring_regex(files, r"(^|/)[^/]*$", "")).to_pylist()
+        # each file's directory, without a regex: split once at the last "/" (a file in
+        # the root splits into itself and is left out; the root is always listed)
+        # (list_slice, not list_element: a Python index would make pyarrow import pandas)
+        files = files.drop_null()
+        split = pc.split_pattern(files, "/", max_splits=1, reverse=True)
+        first = pc.list_flatten(pc.list_slice(split, 0, 1))
+        parents: list[Any] = pc.unique(first.filter(pc.not_equal(first, files))).to_pylist()
         dv_parents = [] if dv_dirs is None else pc.unique(dv_dirs).to_pylist()
         dv_set = {str(d).strip("/") for d in dv_parents if d is not None}
         directories = {""}
