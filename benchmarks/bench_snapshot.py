@@ -71,6 +71,10 @@ def _lakequery_loader() -> Any:
             "lakequery API missing: expected lakequery.DeltaTable(uri).snapshot().files() "
             "(lakequery.DeltaTable is not defined yet)"
         )
+    # lakequery imports its replay modules on first use; import them here, outside the
+    # timing, as deltalake's import is (otherwise a fresh process's first load pays them)
+    import lakequery.log_segment
+    import lakequery.snapshot
 
     def load(path: str) -> Any:
         snap = lq.DeltaTable(path).snapshot()
