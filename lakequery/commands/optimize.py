@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -310,6 +311,38 @@ def _cut_files(
     return writers.finish()
 
 
+#: Bytes per row assumed for the columns a scan adds (row ids, commit versions).
+_EXTRA_ROW_BYTES = 16
+#: In-memory bytes assumed per byte of Parquet for variable-width and nested columns.
+_EXPANSION = 8
+
+
+def _batch_rows(snapshot: Snapshot, files: pa.Table, budget: int) -> int | None:
+    """Rows per read batch for a clustering read: all the live rows of ``files`` in one
+    batch (a contiguous table, so the per-file ``take`` gathers without concatenating
+    chunks) when their estimated in-memory size fits ``budget``; else None (DuckDB's
+    default batches, read until the budget says spill).
+
+    The estimate: fixed-width columns at their width, plus ``_EXPANSION`` times the
+    files' Parquet bytes when any column has variable width. An underestimate only
+    makes the read hold one batch larger than the budget before it falls back to
+    spilling; the result is the same.
+    """
+    rows = int(pc.sum(files.column("num_records")).as_py() or 0) - sum(_dv_cardinality(files))
+    if rows <= 0:
+        return None
+    fixed, variable = _EXTRA_ROW_BYTES, False
+    for f in snapshot.schema:
+        try:
+            fixed += max(1, f.type.bit_width // 8) + 1  # + validity, generously
+        except ValueError:  # strings, binaries, nested types
+            variable = True
+    estimate = rows * fixed
+    if variable:
+        estimate += _EXPANSION * int(pc.sum(files.column("size")).as_py() or 0)
+    return rows if estimate <= budget else None
+
+
 def _read_within(reader: pa.RecordBatchReader, budget: int) -> tuple[list[pa.RecordBatch], bool]:
     """Batches of ``reader`` until ``budget`` bytes; True when the stream ended within it."""
     batches: list[pa.RecordBatch] = []
@@ -349,9 +382,11 @@ def _cluster(
         con = duckdb.connect(config={"threads": max(1, threads), "preserve_insertion_order": False})
         try:
             rel = preserving_scan(snapshot, snapshot.scan().restricted_to(files)).to_duckdb(con)
-            batches, complete = _read_within(
-                relation_reader(rel, snapshot.table_uri), memory_bytes // 2
+            budget = memory_bytes // 2
+            reader = relation_reader(
+                rel, snapshot.table_uri, batch_size=_batch_rows(snapshot, files, budget)
             )
+            batches, complete = _read_within(reader, budget)
         finally:
             con.close()
         if complete:
@@ -375,9 +410,8 @@ def _cluster_in_memory(
 ) -> list[dict[str, Any]]:
     if not batches:
         return writers.finish()
-    # No combine_chunks: ``take`` gathers across chunks directly (concatenating first
-    # would copy the whole partition once more, in time and in peak memory).
     table = pa.Table.from_batches(batches)
+    rows_of = _ChunkedRows(batches)
     del batches
     keys = table_keys(table, columns, curve)
     # Rows ordered by sorting keys tagged with their row numbers, in the keys' own memory
@@ -390,10 +424,50 @@ def _cluster_in_memory(
     bounds = file_bounds(keys, rows_per_file, CUT_SLACK)
     order = row_numbers(keys, index_bits)
     del keys
+    del table
     for start, end in bounds:
-        rows = pa.array(order[start:end])
-        writers.submit(lambda rows=rows: table.take(rows))
+        rows = order[start:end]
+        writers.submit(lambda rows=rows: rows_of.take(rows))
     return writers.finish()
+
+
+class _ChunkedRows:
+    """Rows of a table held as record batches, gathered by row number chunk by chunk.
+
+    pyarrow's ``take`` on a chunked table concatenates all the chunks on every call, so
+    a per-file ``take`` from the whole partition cost one copy of the partition per
+    output file (2M rows in 2 or 16 chunks, 128 files: 0.32-0.53 s, against 0.04 s from
+    one contiguous table). Combining the chunks once instead costs a copy of the
+    partition in time and peak memory. Here each file's rows are taken from the chunks
+    that hold them, and the pieces put back in the requested order by one more ``take``
+    of the file's own (small) rows.
+    """
+
+    def __init__(self, batches: Sequence[pa.RecordBatch]) -> None:
+        self.tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        sizes = [t.num_rows for t in self.tables]
+        self.starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+
+    def take(self, rows: Any) -> pa.Table:
+        """The rows numbered ``rows`` (int64 numpy, over the concatenated batches), in
+        that order."""
+        if len(self.tables) == 1:
+            return self.tables[0].take(rows)
+        which = (np.searchsorted(self.starts, rows, side="right") - 1).astype(np.uint16)
+        if len(self.tables) > 1 << 16:  # not seen: batches hold ~100k+ rows
+            which = which.astype(np.int64)
+        grouping = np.argsort(which, kind="stable")  # radix sort on small integers
+        grouped = which[grouping]
+        edges = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), rows.size]
+        pieces = []
+        for lo, hi in itertools.pairwise(edges):
+            c = int(grouped[lo])
+            pieces.append(self.tables[c].take(rows[grouping[lo:hi]] - self.starts[c]))
+        if len(pieces) == 1:
+            return pieces[0]
+        inverse = np.empty_like(grouping)
+        inverse[grouping] = np.arange(grouping.size)
+        return pa.concat_tables(pieces).take(inverse)
 
 
 def _cluster_spilling(

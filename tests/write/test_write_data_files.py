@@ -338,3 +338,23 @@ def test_adaptive_dictionary_skips_mostly_distinct_columns(root: str, mode: str)
     [plain] = write_data_files(data, make_state(root, schema, mode=mode))
     meta = pq.ParquetFile(Path(root) / unquote(plain["path"])).metadata.row_group(0)
     assert any("DICTIONARY" in e for e in meta.column(0).encodings)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([], pa.int64()),
+        pa.array([None, None], pa.int32()),
+        pa.array([3, 1, None, 3, None, 2], pa.int64()),
+        pa.chunked_array([[5, 5], [None, 7]], pa.uint64()),
+        pa.array(np.random.default_rng(3).integers(-40, 40, 5000), pa.int16()),
+        pa.array(["a", None, "a", "b"]),
+        pa.array([1.0, None, 1.0, 2.5]),
+    ],
+)
+def test_distinct_values_counts_like_arrow(values: Any) -> None:
+    import pyarrow.compute as pc
+
+    from lakequery.writer.data_files import distinct_values
+
+    assert distinct_values(values) == pc.count_distinct(values, mode="all").as_py()
