@@ -44,6 +44,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -78,7 +79,7 @@ from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.storage.engine_errors import relation_reader
 from lakequery.txn import Transaction
-from lakequery.writer.data_files import write_data_files
+from lakequery.writer.data_files import DataFilesWriter, write_data_files
 from lakequery.writer.state import WriteState
 from udfs.zorder import row_numbers, tag_row_numbers
 
@@ -248,14 +249,25 @@ def _rows_per_file(files: pa.Table, target_file_size: int) -> int:
 
 class _Writers:
     """Writes files on ``threads`` threads while the caller prepares the next ones; at most
-    ``threads`` files wait, so memory stays bounded."""
+    ``threads`` files wait, so memory stays bounded. Each thread writes every one of its
+    files through one :class:`DataFilesWriter` (the writer's setup is paid per thread,
+    not per file)."""
 
-    def __init__(self, write: Any, threads: int) -> None:
-        self.write = write
+    def __init__(self, state: WriteState, threads: int) -> None:
+        self.state = state
         self.pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="lakequery-cluster")
         self.limit = max(1, threads)
         self.pending: list[Any] = []
         self.adds: list[dict[str, Any]] = []
+        self.local = threading.local()
+        self.made: list[DataFilesWriter] = []
+
+    def write(self, data: pa.Table) -> list[dict[str, Any]]:
+        writer = getattr(self.local, "writer", None)
+        if writer is None:
+            writer = self.local.writer = DataFilesWriter(self.state)
+            self.made.append(writer)
+        return writer.write(data)
 
     def submit(self, make: Any) -> None:
         while len(self.pending) >= self.limit:
@@ -268,6 +280,8 @@ class _Writers:
                 self.adds.extend(f.result())
         finally:
             self.pool.shutdown(wait=True)
+            for writer in self.made:
+                writer.close()
         return self.adds
 
 
@@ -368,7 +382,7 @@ def _cluster(
     # One output file per write: the cut decides the size, not the writer's rollover.
     one_file = replace(state, target_file_size=1 << 62)
     rows_per_file = _rows_per_file(files, state.target_file_size)
-    writers = _Writers(lambda data: write_data_files(data, one_file), threads)
+    writers = _Writers(one_file, threads)
     try:
         # A partition that fits in half the budget (the sorted copy needs the other half)
         # is sorted in memory; a larger one goes through DuckDB, which spills. The first
