@@ -423,7 +423,11 @@ class _Writer:
         gathering = self.pool.submit(out.stats.update, table)
         try:
             out.writer.write_table(
-                rename_to_logical(table, self.physical),
+                # no relabelling when the names already are the physical ones (the
+                # relabel walks every column, ~0.1 ms per file)
+                table
+                if table.schema.equals(self.physical)
+                else rename_to_logical(table, self.physical),
                 row_group_size=self.state.max_rows_per_row_group,
             )
         finally:
