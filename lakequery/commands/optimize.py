@@ -18,8 +18,9 @@ Plan, then execute:
    its share of :data:`SORT_MEMORY_BYTES`, else in DuckDB, which spills to a temporary directory
    (then the partition is read twice: the clustering columns to sample the quantile
    boundaries, then every row). The sorted rows are cut into files near
-   ``target_file_size`` at curve-cell boundaries and written on a small thread pool,
-   with tight statistics.
+   ``target_file_size`` at curve-cell boundaries and written on a small thread pool
+   (one :class:`~lakequery.writer.data_files.DataFilesWriter` per thread, not one
+   writer set up per file), with tight statistics.
 3. One transaction removes the rewritten files and adds the new ones, all with
    ``dataChange=false``: it runs under snapshot isolation, records the files it read,
    and fails with a :class:`~lakequery.errors.CommitConflictError` (new files deleted)
