@@ -41,7 +41,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import shutil
 import tempfile
@@ -425,9 +424,18 @@ def _cluster_in_memory(
 ) -> list[dict[str, Any]]:
     if not batches:
         return writers.finish()
+    # One contiguous table: pyarrow's ``take`` on a chunked table concatenates all the
+    # chunks on every call, so a per-file take from the chunked partition cost one copy
+    # of the whole partition per output file (2M rows, 2 or 16 chunks, 128 files:
+    # 0.32-0.53 s against 0.04 s). Combining once is one copy, within the half of the
+    # budget kept for the sorted rows. (Gathering each file from the chunks that hold
+    # it, without combining, kept ~50 MB less peak memory but cost 8-10% more CPU at
+    # 8 and at 128 files: each file's rows were copied twice more; a numpy gather for
+    # fixed-width columns was slower still, 2x on 16 chunks.)
     table = pa.Table.from_batches(batches)
-    rows_of = _ChunkedRows(batches)
     del batches
+    if any(c.num_chunks > 1 for c in table.columns):
+        table = table.combine_chunks()
     keys = table_keys(table, columns, curve)
     # Rows ordered by sorting keys tagged with their row numbers, in the keys' own memory
     # (2M rows: 12 ms against 37 ms for argsort; 5M: 45 against 166). The tags replace
@@ -439,50 +447,10 @@ def _cluster_in_memory(
     bounds = file_bounds(keys, rows_per_file, CUT_SLACK)
     order = row_numbers(keys, index_bits)
     del keys
-    del table
     for start, end in bounds:
-        rows = order[start:end]
-        writers.submit(lambda rows=rows: rows_of.take(rows))
+        rows = pa.array(order[start:end])
+        writers.submit(lambda rows=rows: table.take(rows))
     return writers.finish()
-
-
-class _ChunkedRows:
-    """Rows of a table held as record batches, gathered by row number chunk by chunk.
-
-    pyarrow's ``take`` on a chunked table concatenates all the chunks on every call, so
-    a per-file ``take`` from the whole partition cost one copy of the partition per
-    output file (2M rows in 2 or 16 chunks, 128 files: 0.32-0.53 s, against 0.04 s from
-    one contiguous table). Combining the chunks once instead costs a copy of the
-    partition in time and peak memory. Here each file's rows are taken from the chunks
-    that hold them, and the pieces put back in the requested order by one more ``take``
-    of the file's own (small) rows.
-    """
-
-    def __init__(self, batches: Sequence[pa.RecordBatch]) -> None:
-        self.tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-        sizes = [t.num_rows for t in self.tables]
-        self.starts = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
-
-    def take(self, rows: Any) -> pa.Table:
-        """The rows numbered ``rows`` (int64 numpy, over the concatenated batches), in
-        that order."""
-        if len(self.tables) == 1:
-            return self.tables[0].take(rows)
-        which = (np.searchsorted(self.starts, rows, side="right") - 1).astype(np.uint16)
-        if len(self.tables) > 1 << 16:  # not seen: batches hold ~100k+ rows
-            which = which.astype(np.int64)
-        grouping = np.argsort(which, kind="stable")  # radix sort on small integers
-        grouped = which[grouping]
-        edges = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), rows.size]
-        pieces = []
-        for lo, hi in itertools.pairwise(edges):
-            c = int(grouped[lo])
-            pieces.append(self.tables[c].take(rows[grouping[lo:hi]] - self.starts[c]))
-        if len(pieces) == 1:
-            return pieces[0]
-        inverse = np.empty_like(grouping)
-        inverse[grouping] = np.arange(grouping.size)
-        return pa.concat_tables(pieces).take(inverse)
 
 
 def _cluster_spilling(

@@ -231,32 +231,3 @@ def test_optimize_keeps_contents_through_every_engine(
     after = lq.DeltaTable(uri).snapshot().files()
     if m.committed:
         assert after.column("deletion_vector").null_count >= m.files_added
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
-    data=st.data(),
-)
-def test_chunked_rows_take_matches_a_take_of_the_whole_table(sizes: list[int], data: Any) -> None:
-    import numpy as np
-
-    from lakequery.commands.optimize import _ChunkedRows
-
-    total = sum(sizes)
-    whole = pa.table(
-        {
-            "i": pa.array([i if i % 5 else None for i in range(total)], pa.int64()),
-            "s": pa.array([f"v{i}" for i in range(total)]),
-        }
-    )
-    batches, start = [], 0
-    for n in sizes:
-        batches.append(whole.slice(start, n).combine_chunks().to_batches()[0])
-        start += n
-    rows = np.array(
-        data.draw(st.lists(st.integers(0, total - 1), min_size=1, max_size=3 * total)),
-        dtype=np.int64,
-    )
-    got = _ChunkedRows(batches).take(rows)
-    assert got.equals(whole.take(pa.array(rows)))
