@@ -349,7 +349,7 @@ def _batch_rows(snapshot: Snapshot, files: pa.Table, budget: int) -> int | None:
     for f in snapshot.schema:
         try:
             fixed += max(1, f.type.bit_width // 8) + 1  # + validity, generously
-        except ValueError:  # strings, binaries, nested types
+        except (ValueError, TypeError, AttributeError):  # strings, binaries, nested types
             variable = True
     estimate = rows * fixed
     if variable:
