@@ -14,13 +14,24 @@ experiment, and compaction, each against ``deltalake`` on identical tables.
    column, ``--probes`` point queries ``col = v`` on values present in the table; the
    share of files skipped is counted with lakequery's ``scan(filter=...).plan()`` on
    every layout.
-3. Compaction: 1000 small files (``--compact-rows`` rows in all) in one partition-less
+3. Z-order in the Figure 5 layout (issue 16, ``--only zorder-fig5``): ``--rows`` rows
+   (default 2M) of the four Figure 5 columns (uniform 32- and 16-bit values as int64)
+   written by 20 appends, by lakequery into lakequery's base table and by ``deltalake``
+   into deltalake's (the same rows); both Z-order all four columns into ~100 files. The
+   two writers' targets differ in meaning (lakequery cuts its input into
+   ``input bytes / target`` files; deltalake rolls a file over when its *estimated* size
+   reaches the target and its files come out smaller), so lakequery gets ``input / 100``
+   and deltalake's target is calibrated by one untimed run at ``input / 100`` scaled by
+   the file count it gave. Same fresh-subprocess timing as 1; both sides' file counts
+   are reported and both results are checked (row count, column sums).
+4. Compaction: 1000 small files (``--compact-rows`` rows in all) in one partition-less
    table; ``DeltaTable.optimize()`` vs ``deltalake``'s ``optimize.compact`` (same target).
 
 CLI::
 
     python -m benchmarks.bench_maintenance                     # all three, default sizes
     python -m benchmarks.bench_maintenance --rows 5000000 --only zorder
+    python -m benchmarks.bench_maintenance --repeat 3 --only zorder-fig5
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 HERE = Path(__file__).resolve().parent
 FIG5_COLUMNS = ["sourceIP", "destIP", "sourcePort", "destPort"]
@@ -83,6 +95,13 @@ else:
 out["seconds"] = elapsed
 out["cpu_seconds"] = cpu  # all threads of the process
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if args.get("check"):  # after the RSS reading: not part of the measurement
+    import pyarrow.compute as pc
+    if kind.startswith("lakequery"):
+        t = lq.DeltaTable(path).snapshot().scan().to_arrow()
+    else:
+        t = deltalake.DeltaTable(path).to_pyarrow_table()
+    out["check"] = [t.num_rows, *(int(pc.sum(t.column(c)).as_py()) for c in args["columns"])]
 print(json.dumps(out))
 """
 
@@ -90,11 +109,13 @@ print(json.dumps(out))
 def _run(kind: str, path: Path, **args: Any) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-c", _RUNNER, kind, str(path), json.dumps(args)],
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
         cwd=HERE.parent,
     )
+    if proc.returncode:
+        raise RuntimeError(f"{kind} failed:\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
@@ -232,7 +253,64 @@ def bench_figure5(work: Path, rows: int, n_probes: int) -> dict[str, dict[str, f
     return results
 
 
-# --- 3. Compaction ------------------------------------------------------------------------------
+# --- 3. Z-order in the Figure 5 layout (issue 16) ---------------------------------------------
+
+
+def _fig5_bases(work: Path, rows: int, appends: int = 20) -> tuple[Path, Path, pa.Table]:
+    """lakequery's and deltalake's base tables: the same rows, each written by its own
+    library in ``appends`` appends."""
+    import deltalake
+
+    import lakequery as lq
+
+    data = _network_rows(rows, seed=7)
+    per = -(-rows // appends)
+    lq_src, dl_src = work / "fig5z_lq_src", work / "fig5z_dl_src"
+    for src in (lq_src, dl_src):
+        if src.exists():
+            shutil.rmtree(src)
+    for k in range(appends):
+        part = data.slice(k * per, per)
+        lq.write(str(lq_src), part, mode="append")
+        deltalake.write_deltalake(str(dl_src), part, mode="append")
+    return lq_src, dl_src, data
+
+
+def bench_zorder_fig5(work: Path, rows: int, repeat: int, files: int = 100) -> dict[str, Any]:
+    lq_src, dl_src, data = _fig5_bases(work, rows)
+    expected = [data.num_rows, *(int(pc.sum(data.column(c)).as_py()) for c in FIG5_COLUMNS)]
+    lq_target = max(1, _size(lq_src) // files)
+    probe = max(1, _size(dl_src) // files)
+    calib = _run(
+        "deltalake-zorder", _copy(dl_src, work / "fig5z_run"), columns=FIG5_COLUMNS, target=probe
+    )
+    dl_target = max(1, probe * calib["files_added"] // files)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for _ in range(repeat):  # the two sides alternate, so load changes hit both
+        for kind, src, target in (
+            ("lakequery-zorder", lq_src, lq_target),
+            ("deltalake-zorder", dl_src, dl_target),
+        ):
+            table = _copy(src, work / "fig5z_run")
+            r = _run(kind, table, columns=FIG5_COLUMNS, target=target, check=True)
+            if r["check"] != expected:
+                raise AssertionError(f"{kind}: count and sums {r['check']} != {expected}")
+            runs.setdefault(kind, []).append(r)
+    lq, dl = _summary(runs["lakequery-zorder"]), _summary(runs["deltalake-zorder"])
+    return {
+        "rows": rows,
+        "input_files": "20 / 20",
+        "targets": f"{lq_target:,} / {dl_target:,} (calibration: {probe:,} gave "
+        f"{calib['files_added']} files)",
+        "input_bytes": f"{_size(lq_src):,} / {_size(dl_src):,}",
+        "all_files": "; ".join(
+            f"{k.split('-')[0]} {[r['files_added'] for r in v]}" for k, v in runs.items()
+        ),
+        **_compare(lq, dl),
+    }
+
+
+# --- 4. Compaction ------------------------------------------------------------------------------
 
 
 def bench_compaction(work: Path, rows: int, repeat: int) -> dict[str, Any]:
@@ -291,7 +369,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compact-rows", type=int, default=1_000_000)
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--only", choices=["zorder", "figure5", "compaction"], default=None)
+    parser.add_argument(
+        "--only", choices=["zorder", "figure5", "zorder-fig5", "compaction"], default=None
+    )
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="lq-bench-maint-"))
@@ -317,6 +397,14 @@ def main(argv: list[str] | None = None) -> None:
                     f"| {label} | {int(r['files'])} | {cells} | {100 * avg:.0f}% | {secs} |",
                     flush=True,
                 )
+        if args.only in (None, "zorder-fig5"):
+            print("\n### Z-order, Figure 5 layout (20 appends, ~100 output files)\n")
+            r = bench_zorder_fig5(work, args.rows, args.repeat)
+            print(f"| rows | {_HEADER}")
+            print("|---:|" + _ALIGN)
+            print(f"| {r['rows']:,} | {_cells(r)}")
+            print(f"\ninput bytes lq / dl: {r['input_bytes']}; targets lq / dl: {r['targets']}")
+            print(f"output files per run: {r['all_files']}; results checked (count, sums)")
         if args.only in (None, "compaction"):
             print("\n### Compaction\n")
             r = bench_compaction(work, args.compact_rows, args.repeat)

@@ -115,15 +115,18 @@ def _reason(text: str, exc: BaseException) -> str:
     return (found[-1] if found else next((x for x in lines if x), type(exc).__name__))[:400]
 
 
-def relation_reader(rel: Any, where: str = "") -> pa.RecordBatchReader:
+def relation_reader(
+    rel: Any, where: str = "", *, batch_size: int | None = None
+) -> pa.RecordBatchReader:
     """Execute a DuckDB relation as a record batch stream (``to_arrow_reader`` on DuckDB
     >= 1.4, ``fetch_record_batch`` before); a store failure while executing it raises
-    :class:`StorageError`, when it starts or while batches are read."""
+    :class:`StorageError`, when it starts or while batches are read. ``batch_size``: rows
+    per batch (approximate; default DuckDB's)."""
     import pyarrow as pa
 
     method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
     try:
-        reader: pa.RecordBatchReader = method()
+        reader: pa.RecordBatchReader = method() if batch_size is None else method(batch_size)
     except Exception as exc:  # executing the query reads the store, which may fail
         raise_storage_failure(exc, where)
         raise

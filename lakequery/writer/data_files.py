@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -245,6 +246,26 @@ def _check_nulls(arr: Any, t: DeltaType, nullable: bool, inherited: int, where: 
 # --- files -------------------------------------------------------------------------------------
 
 
+def distinct_values(column: Any) -> int:
+    """Distinct values of an Arrow array, null counting as one value (as
+    ``pc.count_distinct(mode="all")``). Integer columns are counted by sorting a numpy
+    copy: on 8192 mostly distinct int64 values ~30 us against ~190 us for Arrow's hash
+    count, paid per column of every file an OPTIMIZE writes.
+
+    Example:
+        >>> distinct_values(pa.chunked_array([[3, 1, None], [3, None]]))
+        3
+    """
+    if not pa.types.is_integer(column.type):
+        return int(pc.count_distinct(column, mode="all").as_py())
+    nulls = column.null_count
+    values = (column.drop_null() if nulls else column).to_numpy()
+    if not values.size:
+        return 1 if nulls else 0
+    ordered = np.sort(values)
+    return int(np.count_nonzero(ordered[1:] != ordered[:-1])) + 1 + (1 if nulls else 0)
+
+
 @dataclass
 class _OpenFile:
     relative: str
@@ -402,7 +423,11 @@ class _Writer:
         gathering = self.pool.submit(out.stats.update, table)
         try:
             out.writer.write_table(
-                rename_to_logical(table, self.physical),
+                # no relabelling when the names already are the physical ones (the
+                # relabel walks every column, ~0.1 ms per file)
+                table
+                if table.schema.equals(self.physical)
+                else rename_to_logical(table, self.physical),
                 row_group_size=self.state.max_rows_per_row_group,
             )
         finally:
@@ -423,7 +448,7 @@ class _Writer:
         sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
         keep = []
         for i, f in enumerate(self.physical):
-            distinct = pc.count_distinct(sample.column(i), mode="all").as_py()
+            distinct = distinct_values(sample.column(i))
             if distinct <= sample.num_rows * DICTIONARY_MAX_DISTINCT:
                 keep.append(f.name)
         return keep
@@ -483,14 +508,17 @@ class _Writer:
             action["stats"] = out.stats.to_json()
         self.adds.append(action)
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self, *, release: bool = True) -> list[dict[str, Any]]:
+        """Closes every file and returns their actions; ``release=False`` keeps the
+        writer's resources (constraint checker, statistics thread) for another input."""
         for key in list(self.buffers):
             self._flush(key, whole_groups=False)
         for key in list(self.open):
             self._close(key)
-        self.checker.close()
-        self.pool.shutdown()
-        return self.adds
+        adds, self.adds = self.adds, []
+        if release:
+            self.release()
+        return adds
 
     def abort(self) -> None:
         for out in self.open.values():
@@ -498,8 +526,76 @@ class _Writer:
                 with contextlib.suppress(Exception):  # best effort: the files are orphans
                     closing()
         self.open.clear()
+        self.buffers.clear()
+        self.buffered = 0
+        self.adds = []
+        self.release()
+
+    def release(self) -> None:
         self.checker.close()
         self.pool.shutdown()
+
+
+def _write_all(writer: _Writer, data: WriteInput, state: WriteState, *, release: bool) -> Any:
+    try:
+        for batch in iter_batches(data):
+            if batch.num_rows:
+                writer.write(batch)
+        return writer.finish(release=release)
+    except BaseException as exc:
+        writer.abort()
+        if isinstance(exc, Exception):
+            raise_storage_failure(exc, state.table_uri, "write data file")
+        raise
+
+
+class DataFilesWriter:
+    """:func:`write_data_files` for many inputs of one table and state, set up once.
+
+    Each :meth:`write` returns what ``write_data_files(data, state)`` would, and writes
+    the same files; the setup (schema conversion, statistics columns, constraint
+    checker, storage, the statistics thread) is shared by the calls, which OPTIMIZE
+    makes once per output file (at ~100 files per partition the setup had cost about
+    as much as encoding a small file). Identity values continue from one call to the
+    next, as in one stream. Not thread-safe: one writer per thread. A failed write
+    releases the writer; later writes raise.
+
+    Example:
+        >>> from lakequery.writer.state import WriteState
+        >>> s = ('{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,'
+        ...      '"metadata":{}}]}')
+        >>> with DataFilesWriter(WriteState("memory://dfw-doc", s)) as w:
+        ...     [len(w.write(pa.table({"x": [i]}))) for i in range(3)]
+        [1, 1, 1]
+    """
+
+    def __init__(self, state: WriteState, *, now_ms: int | None = None) -> None:
+        self.state = state
+        self._writer: _Writer | None = _Writer(state, now_ms)
+
+    def write(self, data: WriteInput) -> list[dict[str, Any]]:
+        """Writes ``data`` into new files (closed before returning) and returns their
+        ``add`` (or ``cdc``) actions."""
+        if self._writer is None:
+            raise RuntimeError("this DataFilesWriter is closed")
+        writer = self._writer
+        try:
+            adds: list[dict[str, Any]] = _write_all(writer, data, self.state, release=False)
+        except BaseException:
+            self._writer = None  # aborted: released
+            raise
+        return adds
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
+
+    def __enter__(self) -> DataFilesWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def write_data_files(
@@ -534,17 +630,14 @@ def write_data_files(
         ...  write_data_files(pa.table({"x": [1.0]}), WriteState("memory://wdf-doc", s))]
         [True]
     """
-    writer = _Writer(state, now_ms)
-    try:
-        for batch in iter_batches(data):
-            if batch.num_rows:
-                writer.write(batch)
-        return writer.finish()
-    except BaseException as exc:
-        writer.abort()
-        if isinstance(exc, Exception):
-            raise_storage_failure(exc, state.table_uri, "write data file")
-        raise
+    adds: list[dict[str, Any]] = _write_all(_Writer(state, now_ms), data, state, release=True)
+    return adds
 
 
-__all__ = ["conform_batch", "iter_batches", "write_data_files"]
+__all__ = [
+    "DataFilesWriter",
+    "conform_batch",
+    "distinct_values",
+    "iter_batches",
+    "write_data_files",
+]

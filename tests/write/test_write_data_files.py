@@ -338,3 +338,62 @@ def test_adaptive_dictionary_skips_mostly_distinct_columns(root: str, mode: str)
     [plain] = write_data_files(data, make_state(root, schema, mode=mode))
     meta = pq.ParquetFile(Path(root) / unquote(plain["path"])).metadata.row_group(0)
     assert any("DICTIONARY" in e for e in meta.column(0).encodings)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([], pa.int64()),
+        pa.array([None, None], pa.int32()),
+        pa.array([3, 1, None, 3, None, 2], pa.int64()),
+        pa.chunked_array([[5, 5], [None, 7]], pa.uint64()),
+        pa.array(np.random.default_rng(3).integers(-40, 40, 5000), pa.int16()),
+        pa.array(["a", None, "a", "b"]),
+        pa.array([1.0, None, 1.0, 2.5]),
+    ],
+)
+def test_distinct_values_counts_like_arrow(values: Any) -> None:
+    import pyarrow.compute as pc
+
+    from lakequery.writer.data_files import distinct_values
+
+    assert distinct_values(values) == pc.count_distinct(values, mode="all").as_py()
+
+
+def test_data_files_writer_writes_what_write_data_files_writes(root: str) -> None:
+    from lakequery.writer.data_files import DataFilesWriter
+
+    state = make_state(root, SCHEMA, partition_by=["p"], adaptive_dictionary=True)
+    inputs = [
+        pa.table({"id": [1, 2, 3], "name": ["a", "b", None], "p": ["x", "y", "x"]}),
+        pa.table({"id": np.arange(5000, dtype=np.int64), "name": ["k"] * 5000, "p": ["y"] * 5000}),
+        pa.table({"id": [7], "name": ["z"], "p": [None]}),
+    ]
+
+    def described(adds: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        out = []
+        for a in adds:
+            file = pq.ParquetFile(Path(root) / unquote(a["path"]))
+            encodings = [sorted(file.metadata.row_group(0).column(i).encodings) for i in (0, 1)]
+            out.append((a["partitionValues"], a["stats"], _read(root, a).to_pylist(), encodings))
+        return sorted(out, key=json.dumps)
+
+    with DataFilesWriter(state, now_ms=5) as writer:
+        reused = [writer.write(t) for t in inputs]
+    fresh = [write_data_files(t, state, now_ms=5) for t in inputs]
+    assert [len(a) for a in reused] == [2, 1, 1]
+    for mine, theirs in zip(reused, fresh, strict=True):
+        assert described(mine) == described(theirs)
+        assert {a["path"] for a in mine}.isdisjoint(a["path"] for a in theirs)
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.write(inputs[0])
+
+
+def test_data_files_writer_is_closed_by_a_failed_write(root: str) -> None:
+    from lakequery.writer.data_files import DataFilesWriter
+
+    writer = DataFilesWriter(make_state(root, SCHEMA))
+    with pytest.raises(SchemaMismatchError):
+        writer.write(pa.table({"nope": [1]}))
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.write(pa.table({"id": [1], "name": ["a"], "p": ["x"]}))
