@@ -240,6 +240,7 @@ class _Builder:
         self.specs = column_specs(scan)
         self.parts_table: str | None = None
         self.dv_table: str | None = None
+        self.keep_selects: dict[str, str] = {}  # partition values -> a keep branch's columns
         self.needs_data = any(not s.partition for s in self.specs) or bool(materialized)
         # One look at all footers decides for every branch: when all files share a schema,
         # branches read without union_by_name and reuse one set of column types.
@@ -418,16 +419,23 @@ class _Builder:
         (location,) = branch.locations
         path = quote_str(glob_literal(self.storage.duckdb_path(location)))
         source = f"read_parquet({path}, hive_partitioning=false)"
-        actual: dict[str, str] = self.shared_types or {}
-        if self.needs_data and self.shared_types is None:
-            actual = _bind_types(self.con, source, branch.locations)
-        select = (
-            ", ".join(
-                f"{_column_sql(s, actual, branch.values, self.mode)} AS {quote_ident(s.name)}"
-                for s in self.specs
-            )
-            or "1 AS _lq_dummy"
-        )  # (never with row ids, so never with materialized row-tracking columns)
+        values = branch.values or {}
+        # with one schema, files of equal partition values share their projection
+        memo = repr(sorted(values.items())) if self.shared_types is not None else None
+        select = self.keep_selects.get(memo) if memo is not None else None
+        if select is None:
+            actual: dict[str, str] = self.shared_types or {}
+            if self.needs_data and self.shared_types is None:
+                actual = _bind_types(self.con, source, branch.locations)
+            select = (
+                ", ".join(
+                    f"{_column_sql(s, actual, values, self.mode)} AS {quote_ident(s.name)}"
+                    for s in self.specs
+                )
+                or "1 AS _lq_dummy"
+            )  # (never with row ids, so never with materialized row-tracking columns)
+            if memo is not None:
+                self.keep_selects[memo] = select
         return (
             f"SELECT {select} FROM {source} AS d POSITIONAL JOIN {keep.table} AS m"
             f" WHERE m.{quote_ident(keep.column)}"
