@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from lakequery.dv.descriptor import Descriptor
 from lakequery.engines.layout import FileGroup
+from lakequery.engines.sql_types import glob_literal, quote_str
 from lakequery.errors import DeletionVectorError
 from lakequery.protocol.predicate_ast import referenced_columns
 
@@ -109,7 +110,7 @@ def footer_rows(
     may respell it."""
     todo = [f for f in dict.fromkeys(files) if f not in _FOOTER_ROWS]
     if todo:
-        paths = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p, _, _ in todo) + "]"
+        paths = "[" + ", ".join(quote_str(glob_literal(p)) for p, _, _ in todo) + "]"
         got = {
             key(str(name)): int(n)
             for name, n in con.execute(

@@ -156,3 +156,25 @@ def test_a_wrong_num_records_fails_instead_of_misaligning(table: str, tmp_path: 
     log.write_text("\n".join(lines) + "\n")
     with pytest.raises(DeletionVectorError, match="numRecords"):
         lq.DeltaTable(str(copy)).snapshot().scan().to_duckdb()
+
+
+def test_partitions_and_paths_that_need_quoting(tmp_path: Path) -> None:
+    uri = str(tmp_path / "we'ird [t]*?")
+    for part in ["a'b", "c[d]*", "e?f"]:
+        lq.write(
+            uri,
+            pa.table({"x": list(range(20)), "p": [part] * 20}),
+            mode="append",
+            partition_by=["p"],
+            configuration={"delta.enableDeletionVectors": "true"},
+        )
+    dt = lq.DeltaTable(uri)
+    dt.delete("x % 3 = 0")
+    kept = [x for x in range(20) if x % 3]
+    rel = dt.snapshot().scan().to_duckdb()
+    assert rel.sql_query().count("POSITIONAL JOIN") == 3
+    assert sorted(rel.fetchall()) == sorted((x, p) for x in kept for p in ["a'b", "c[d]*", "e?f"])
+    # no data column read: the positional scans still count rows
+    only = dt.snapshot().scan(columns=["p"]).to_duckdb()
+    got = only.query("t", "SELECT p, count(*) FROM t GROUP BY p ORDER BY p").fetchall()
+    assert got == [("a'b", len(kept)), ("c[d]*", len(kept)), ("e?f", len(kept))]
