@@ -6,7 +6,7 @@ constants of each group's scan (DuckDB folds them); column mapping, type widenin
 timestamp normalisation are projections on top. Files with deletion vectors are read in
 one of two ways. Plain reads without a filter on data columns read each such file by
 position (:mod:`lakequery.engines.keep_masks`: ``read_parquet`` of the file ``POSITIONAL
-JOIN`` a registered boolean keep mask; about 1.4x less CPU than the anti-join). Otherwise
+JOIN`` a registered boolean keep mask; 1.4-1.5x less CPU than the anti-join). Otherwise
 (DML row ids, row tracking, data filters that DuckDB should push into the scan, very large
 or very many files) they are read with ``file_row_number`` and anti-joined on ``file
 number * 2**32 + row`` with their deleted positions (a registered table of integer keys);

@@ -30,7 +30,7 @@ anti-join keeps them); at most :data:`MAX_BRANCHES` files with DVs holding at mo
 :data:`MAX_ROWS` rows (a mask costs a byte a row, the anti-join's keys 8 bytes a deleted
 row); and, above :data:`SERIAL_ROWS` rows, at least as many such files as DuckDB has
 threads. Filters a caller adds in SQL over the relation are not pushed into the DV files'
-scans either: the price of the cheaper filter (about 1.4x less CPU than the anti-join on
+scans either: the price of the cheaper filter (1.4-1.5x less CPU than the anti-join on
 a 5M-row table with 1% deleted, benchmarks/RESULTS.md section 8). A file whose row groups
 are not multiples of DuckDB's vector size (2,048 rows) costs more after its first row
 group: the scan's vectors then straddle the mask's and its columns are copied.
