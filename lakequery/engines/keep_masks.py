@@ -17,7 +17,8 @@ CPU). A positional join pads the shorter side with NULLs, so a mask of the wrong
 would drop rows (``WHERE keep`` is NULL) or add rows of NULLs: each mask's length is the
 row count in its file's footer (read through DuckDB, cached by path, size and
 modification time), which must equal the log's ``numRecords``, and every deleted position
-must lie below it. Each mask is its own registered NumPy column (one column a view:
+must lie below it (else the scan keeps the anti-join, which reads such a file as the other
+engines do). Each mask is its own registered NumPy column (one column a view:
 DuckDB's Python scan inspects every column of a view each time a query binds it), named by
 its content and registered once per connection. ``tests/dv/test_dv_keep_masks.py`` holds
 the alignment to account (row groups of odd sizes, threads, insertion order, projections,
@@ -47,10 +48,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from lakequery.dv.descriptor import Descriptor
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_literal, quote_str
-from lakequery.errors import DeletionVectorError
 from lakequery.protocol.predicate_ast import referenced_columns
 
 if TYPE_CHECKING:
@@ -139,9 +138,9 @@ def register(
     hold more than :data:`MAX_ROWS` rows, or more than :data:`SERIAL_ROWS` rows in fewer
     files than DuckDB has threads (each branch runs on one thread).
 
-    Raises:
-        DeletionVectorError: a footer's row count differs from the log's ``numRecords``, or
-            a DV deletes a row past the footer's count.
+    Also None when a footer's row count differs from the log's ``numRecords`` or a DV
+    deletes a row past it: a mask's length must be exact, and the anti-join reads such a
+    file as the other engines do.
     """
     if len(deleted) > MAX_BRANCHES:
         return None
@@ -170,16 +169,12 @@ def register(
         return None
     for p, i in zip(locs, at, strict=True):
         n, positions = rows[p], deleted[p]
-        problem = None
-        if logged[i] is not None and logged[i] != n:
-            problem = f"its footer holds {n} rows, the log's numRecords says {logged[i]}"
-        elif positions.size and int(positions[-1]) >= n:
-            problem = f"deletes row {int(positions[-1])} of a file whose footer holds {n} rows"
-        if problem is not None:
-            dv = files.column("deletion_vector")[i].as_py() or {}
-            raise DeletionVectorError(
-                str(files.column("path")[i]), Descriptor.from_dict(dv).unique_id, problem
-            )
+        if (logged[i] is not None and logged[i] != n) or (
+            positions.size and int(positions[-1]) >= n
+        ):
+            # A mask of the wrong length would misalign; the log and the file disagree, so
+            # read as every other engine does (the anti-join needs no row count).
+            return None
     if total > SERIAL_ROWS:
         ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
         if len(locs) < int(threads):

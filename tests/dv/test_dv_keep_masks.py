@@ -19,7 +19,6 @@ import pytest
 
 import lakequery as lq
 from lakequery.engines import keep_masks
-from lakequery.errors import DeletionVectorError
 
 # (rows, row group size) of each file; file 5 gets no DV
 FILES = [(20_011, 1_999), (7_777, 3_001), (30_000, 2_048), (5, 5), (12_345, 10_000), (4_100, 777)]
@@ -137,7 +136,7 @@ def test_masks_are_registered_once_per_connection(table: str) -> None:
         assert con.sql(views).fetchall() == [(WITH_DV,)]
 
 
-def test_a_wrong_num_records_fails_instead_of_misaligning(table: str, tmp_path: Path) -> None:
+def test_a_wrong_num_records_falls_back_to_the_anti_join(table: str, tmp_path: Path) -> None:
     copy = tmp_path / "t"
     shutil.copytree(table, copy)
     log = sorted((copy / "_delta_log").glob("*.json"))[-1]
@@ -154,8 +153,14 @@ def test_a_wrong_num_records_fails_instead_of_misaligning(table: str, tmp_path: 
         lines.append(json.dumps(action))
     assert changed == 1
     log.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DeletionVectorError, match="numRecords"):
-        lq.DeltaTable(str(copy)).snapshot().scan().to_duckdb()
+    scan = lq.DeltaTable(str(copy)).snapshot().scan()
+    rel = scan.to_duckdb()
+    assert "ANTI JOIN" in rel.sql_query()  # no mask of a length the log contradicts
+    assert "POSITIONAL JOIN" not in rel.sql_query()
+    got = sorted(rel.project("f, pos").fetchall())
+    arrow = scan.to_arrow()
+    assert got == sorted(zip(arrow["f"].to_pylist(), arrow["pos"].to_pylist(), strict=True))
+    assert set(got) == expected()
 
 
 def test_partitions_and_paths_that_need_quoting(tmp_path: Path) -> None:
