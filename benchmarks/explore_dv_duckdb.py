@@ -1,5 +1,5 @@
 """Ways to apply deletion vectors in DuckDB, against the official ``delta`` extension
-(issue 16, item 4). Measures only; lakequery's engine code is not changed.
+(issue 16, item 4). Measures only.
 
 Uses the DV table of ``bench_latency`` (``--rows`` rows in 32 files, ~1% of the rows
 deleted by DVs, and its DV-free twin) and must run in the benchmark environment::
@@ -13,13 +13,19 @@ each variant's result is checked against ``delta_scan`` on the DV table. Variant
 
 * ``delta_scan`` on the DV table (the target) and on the twin; DuckDB's ``read_parquet``
   over the DV table's files ignoring the DVs, and over the twin's files (floors).
-* ``lakequery to_duckdb()`` today: one ``read_parquet(..., file_row_number=true)`` over the
-  DV files, anti-joined with a registered table of ``file * 2**32 + row`` keys (engine only:
-  snapshot loaded before, relation rebuilt every time as a user's query would).
+* ``lakequery to_duckdb()`` as built (engine only: snapshot loaded before, relation rebuilt
+  every time as a user's query would), and the same with keep masks switched off
+  (``keep_masks.applicable`` patched to False): the anti-join on ``file * 2**32 + row``
+  keys, i.e. the engine before keep masks.
 * per-file anti-join: one ``read_parquet`` per DV file, ``UNION ALL``, each anti-joined on
   ``file_row_number`` alone with that file's deleted rows (no key arithmetic).
-* positional join: one ``read_parquet`` per DV file ``POSITIONAL JOIN`` a registered
-  boolean keep mask, ``WHERE keep``.
+* positional join: one ``read_parquet`` per DV file ``POSITIONAL JOIN`` its keep mask,
+  ``WHERE keep``; the mask registered as an Arrow table or as a NumPy array every time, or
+  registered once before the runs (one SQL query per run: what the engine does minus
+  building and binding its relation); and two files a branch (16 branches, their masks
+  concatenated).
+* ``get_bit`` on a per-file BIT mask (bit set = deleted) at ``file_row_number``: the mask
+  from a registered table through a scalar subquery, or as a BLOB literal in the SQL.
 * Arrow stream: lakequery's Arrow engine for the DV files (``scan(columns=...)`` with the
   two columns the query needs, ``to_arrow_reader()``), scanned by DuckDB.
 """
@@ -40,9 +46,11 @@ AGG = "SELECT category, sum(value), count(*) FROM t GROUP BY category ORDER BY c
 
 def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
     import duckdb
+    import numpy as np
     import pyarrow as pa
 
     import lakequery as lq
+    from lakequery.engines import keep_masks
     from lakequery.engines.deletion import deleted_rows
     from udfs.dv_mask import keep_mask
 
@@ -66,7 +74,7 @@ def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
     def q(source: str, c: Any = con) -> Any:
         return c.sql(AGG.replace("FROM t", f"FROM {source}")).fetchall()
 
-    def register(table: pa.Table) -> str:
+    def register(table: Any) -> str:
         name = f"_x_{uuid.uuid4().hex}"
         con.register(name, table)
         return name
@@ -81,7 +89,7 @@ def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
             )
         return q("(" + " UNION ALL ".join(parts) + ")")
 
-    def positional() -> Any:
+    def positional_arrow() -> Any:
         parts = []
         for loc, path, n in zip(locs, paths, counts, strict=True):
             keep = register(pa.table({"keep": keep_mask(deleted[loc], 0, n)}))
@@ -90,6 +98,79 @@ def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
                 " WHERE keep"
             )
         return q("(" + " UNION ALL ".join(parts) + ")")
+
+    def positional_numpy(per_branch: int) -> Callable[[], Any]:
+        def run() -> Any:
+            parts = []
+            for i in range(0, len(locs), per_branch):
+                mask = np.concatenate(
+                    [
+                        keep_mask(deleted[loc], 0, n)
+                        for loc, n in zip(
+                            locs[i : i + per_branch], counts[i : i + per_branch], strict=True
+                        )
+                    ]
+                )
+                keep = register({"keep": mask})
+                parts.append(
+                    f"SELECT category, value FROM read_parquet({files(paths[i : i + per_branch])})"
+                    f" POSITIONAL JOIN {keep} WHERE keep"
+                )
+            return q("(" + " UNION ALL ".join(parts) + ")")
+
+        return run
+
+    once = [
+        register({"keep": keep_mask(deleted[loc], 0, n)})
+        for loc, n in zip(locs, counts, strict=True)
+    ]
+
+    def positional_registered_once() -> Any:
+        parts = [
+            f"SELECT category, value FROM read_parquet('{path}') POSITIONAL JOIN {keep} WHERE keep"
+            for path, keep in zip(paths, once, strict=True)
+        ]
+        return q("(" + " UNION ALL ".join(parts) + ")")
+
+    def bits(loc: str, n: int) -> bytes:
+        gone = np.zeros(n, dtype=np.bool_)
+        gone[deleted[loc]] = True
+        return bytes(np.packbits(gone).tobytes())  # row 0 = get_bit index 0
+
+    def get_bit_subquery() -> Any:
+        masks = register(
+            {
+                "f": np.arange(len(locs), dtype=np.int64),
+                "m": np.array(
+                    [bits(loc, n) for loc, n in zip(locs, counts, strict=True)], dtype=object
+                ),
+            }
+        )
+        parts = [
+            f"SELECT category, value FROM read_parquet('{path}', file_row_number=true) WHERE "
+            f"get_bit((SELECT CAST(m AS BIT) FROM {masks} WHERE f = {i}), "
+            "CAST(file_row_number AS INTEGER)) = 0"
+            for i, path in enumerate(paths)
+        ]
+        return q("(" + " UNION ALL ".join(parts) + ")")
+
+    def get_bit_literal() -> Any:
+        parts = []
+        for loc, path, n in zip(locs, paths, counts, strict=True):
+            blob = "".join(f"\\x{b:02X}" for b in bits(loc, n))
+            parts.append(
+                f"SELECT category, value FROM read_parquet('{path}', file_row_number=true) WHERE "
+                f"get_bit(CAST(CAST('{blob}' AS BLOB) AS BIT), CAST(file_row_number AS INTEGER)) = 0"
+            )
+        return q("(" + " UNION ALL ".join(parts) + ")")
+
+    def anti_join_engine() -> Any:
+        saved = keep_masks.applicable
+        keep_masks.applicable = lambda *a, **k: False  # type: ignore[assignment]
+        try:
+            return snap.scan().to_duckdb(con).query("t", AGG).fetchall()
+        finally:
+            keep_masks.applicable = saved
 
     def arrow_stream() -> Any:
         reader = snap.scan(columns=["category", "value"]).to_arrow_reader()
@@ -102,11 +183,22 @@ def variants(dv: str, plain: str) -> dict[str, Callable[[], Any]]:
             f"read_parquet({files(paths)})"
         ),
         "read_parquet, twin's files (floor)": lambda: q(f"read_parquet({files(twin_paths)})"),
-        "lakequery to_duckdb(): anti-join on file * 2^32 + row key (today)": lambda: (
+        "lakequery to_duckdb() as built": lambda: (
             snap.scan().to_duckdb(con).query("t", AGG).fetchall()
         ),
+        "lakequery to_duckdb(), keep masks off: anti-join on file * 2^32 + row": anti_join_engine,
+        "lakequery to_duckdb() on the DV-free twin": lambda: (
+            twin.scan().to_duckdb(con).query("t", AGG).fetchall()
+        ),
         "per-file read_parquet, anti-join on file_row_number": per_file_anti,
-        "per-file read_parquet POSITIONAL JOIN keep mask": positional,
+        "per-file POSITIONAL JOIN, Arrow keep mask": positional_arrow,
+        "per-file POSITIONAL JOIN, NumPy keep mask": positional_numpy(1),
+        "per-file POSITIONAL JOIN, NumPy masks registered once, one SQL query": (
+            positional_registered_once
+        ),
+        "2 files a branch POSITIONAL JOIN, NumPy keep mask": positional_numpy(2),
+        "per-file get_bit(BIT mask via scalar subquery, file_row_number)": get_bit_subquery,
+        "per-file get_bit(BIT mask as SQL literal, file_row_number)": get_bit_literal,
         "Arrow stream of lakequery's Arrow engine, 2 columns": arrow_stream,
     }
 

@@ -1,0 +1,195 @@
+"""Deletion vectors applied in DuckDB by position: a ``read_parquet`` of one file with a DV
+``POSITIONAL JOIN`` a registered boolean column, its keep mask (False at deleted rows),
+``WHERE`` that column; one ``UNION ALL`` branch per such file.
+
+Why each row meets its own mask bit (DuckDB 1.5.5 and 2.0 source,
+``plan_positional_join.cpp``, ``physical_positional_scan.cpp``,
+``physical_positional_join.cpp``, ``pipeline.cpp``): a positional join of two table
+functions runs as one ``POSITIONAL_SCAN`` whose global state allows one thread and which
+drives each side through a single local scan state, so the Parquet reader hands over the
+file's rows in order; any other plan shape is a ``POSITIONAL_JOIN`` operator, neither a
+parallel operator nor a parallel sink, so both of its pipelines run as one sequential task.
+No optimizer rule moves a filter, a join filter or a Top-N filter below a positional join (``filter_pushdown``,
+``join_filter_pushdown_optimizer`` and ``topn_optimizer`` stop there), and a branch has no
+filter of its own below it. One file a branch: with several, every row after the first
+file's last (partial) vector would be copied to meet the mask's vectors (1.5-1.8x the
+CPU). A positional join pads the shorter side with NULLs, so a mask of the wrong length
+would drop rows (``WHERE keep`` is NULL) or add rows of NULLs: each mask's length is the
+row count in its file's footer (read through DuckDB, cached by path, size and
+modification time), which must equal the log's ``numRecords``, and every deleted position
+must lie below it (else the scan keeps the anti-join, which reads such a file as the other
+engines do). Each mask is its own registered NumPy column (one column a view:
+DuckDB's Python scan inspects every column of a view each time a query binds it), named by
+its content and registered once per connection. ``tests/dv/test_dv_keep_masks.py`` holds
+the alignment to account (row groups of odd sizes, threads, insertion order, projections,
+filters, Top-N and joins added over the relation).
+
+When it is used (else the anti-join of :mod:`lakequery.engines.duckdb`): plain reads (no
+DML row ids, no row tracking); no scan filter on a data column (the positional join keeps
+DuckDB from pushing filters, and so row-group skipping, into the DV files' scans; the
+anti-join keeps them); at most :data:`MAX_BRANCHES` files with DVs holding at most
+:data:`MAX_ROWS` rows (a mask costs a byte a row, the anti-join's keys 8 bytes a deleted
+row); and, above :data:`SERIAL_ROWS` rows, at least as many such files as DuckDB has
+threads. Filters a caller adds in SQL over the relation are not pushed into the DV files'
+scans either: the price of the cheaper filter (1.4-1.5x less CPU than the anti-join on
+a 5M-row table with 1% deleted, benchmarks/RESULTS.md section 8). A file whose row groups
+are not multiples of DuckDB's vector size (2,048 rows) costs more after its first row
+group: the scan's vectors then straddle the mask's and its columns are copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from lakequery.engines.layout import FileGroup
+from lakequery.engines.sql_types import glob_literal, quote_str
+from lakequery.protocol.predicate_ast import referenced_columns
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from lakequery.scan import Scan
+
+#: At most this many positional scans (``UNION ALL`` branches: binding grows with them).
+MAX_BRANCHES = 64
+
+#: At most this many rows in all files with DVs (one byte a row while the query lives).
+MAX_ROWS = 1 << 26
+
+#: Files with DVs holding more rows than this in all are read by position only when they
+#: are at least as many as DuckDB's threads (a positional scan runs on one thread).
+SERIAL_ROWS = 1 << 19
+
+#: (DuckDB path, size, modification time) -> rows in the file's footer. Data files are
+#: immutable; the key is what the log says about the file.
+_FOOTER_ROWS: dict[tuple[str, int, int], int] = {}
+_FOOTER_ROWS_MAX = 1 << 16
+
+#: Connection -> names of the masks registered on it. A mask is named by its content (file,
+#: rows, deleted positions), so a name registered once serves every later query of the
+#: same file and DV on that connection: repeated queries neither rebuild nor re-register
+#: it, nor pile up one copy per query. (Masks of files and DVs the table no longer has
+#: stay registered while the connection lives, as the anti-join's keys do.)
+_REGISTERED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass(frozen=True)
+class KeepMask:
+    """Where a file's mask is: the registered table and its column."""
+
+    table: str
+    column: str
+
+
+def applicable(scan: Scan, deleted: dict[str, npt.NDArray[np.int64]], *, row_ids: bool) -> bool:
+    """Whether the scan's files with DVs are read by position (see the module docstring)."""
+    if row_ids or not deleted:
+        return False
+    if scan.filter is not None:
+        partitions = set(scan.snapshot.partition_columns)
+        if any(path[0] not in partitions for path in referenced_columns(scan.filter)):
+            return False
+    return True
+
+
+def footer_rows(
+    con: duckdb.DuckDBPyConnection, files: list[tuple[str, int, int]], key: Callable[[str], str]
+) -> list[int]:
+    """Rows in the footer of each ``(DuckDB path, size, modification time)``, through
+    DuckDB (its metadata cache then serves the scan); ``key`` normalises a path as DuckDB
+    may respell it."""
+    todo = [f for f in dict.fromkeys(files) if f not in _FOOTER_ROWS]
+    if todo:
+        paths = "[" + ", ".join(quote_str(glob_literal(p)) for p, _, _ in todo) + "]"
+        got = {
+            key(str(name)): int(n)
+            for name, n in con.execute(
+                f"SELECT file_name, num_rows FROM parquet_file_metadata({paths})"
+            ).fetchall()
+        }
+        for f in todo:
+            if len(_FOOTER_ROWS) >= _FOOTER_ROWS_MAX:
+                _FOOTER_ROWS.pop(next(iter(_FOOTER_ROWS)))
+            _FOOTER_ROWS[f] = got[key(f[0])]
+    return [_FOOTER_ROWS[f] for f in files]
+
+
+def register(
+    con: duckdb.DuckDBPyConnection,
+    scan: Scan,
+    deleted: dict[str, npt.NDArray[np.int64]],
+    groups: list[FileGroup],
+    duckdb_path: Callable[[str], str],
+    key: Callable[[str], str],
+) -> list[tuple[FileGroup, KeepMask]] | None:
+    """Registers keep masks on ``con`` for the files in ``deleted`` (location -> sorted
+    deleted positions), which ``groups`` holds by partition values. Returns the branches
+    to read (one file each, with its partition values) and where each one's mask is. None
+    (read them with the anti-join) when they are more than :data:`MAX_BRANCHES` files,
+    hold more than :data:`MAX_ROWS` rows, or more than :data:`SERIAL_ROWS` rows in fewer
+    files than DuckDB has threads (each branch runs on one thread).
+
+    Also None when a footer's row count differs from the log's ``numRecords`` or a DV
+    deletes a row past it: a mask's length must be exact, and the anti-join reads such a
+    file as the other engines do.
+    """
+    if len(deleted) > MAX_BRANCHES:
+        return None
+    plan = scan.plan()
+    files = plan.files
+    index = {loc: i for i, loc in enumerate(plan.location_list)}
+    locs = [p for g in groups for p in g.locations]
+    at = [index[p] for p in locs]
+    sizes = files.column("size").to_pylist()
+    times = files.column("modification_time").to_pylist()
+    logged = files.column("num_records").to_pylist()
+    known = [int(n) for n in (logged[i] for i in at) if n is not None]
+    if len(known) == len(at) and sum(known) > MAX_ROWS:
+        return None  # before reading footers
+    found = footer_rows(
+        con,
+        [
+            (duckdb_path(p), int(sizes[i] or 0), int(times[i] or 0))
+            for p, i in zip(locs, at, strict=True)
+        ],
+        key,
+    )
+    rows = dict(zip(locs, found, strict=True))
+    total = sum(found)
+    if total > MAX_ROWS:
+        return None
+    for p, i in zip(locs, at, strict=True):
+        n, positions = rows[p], deleted[p]
+        if (logged[i] is not None and logged[i] != n) or (
+            positions.size and int(positions[-1]) >= n
+        ):
+            # A mask of the wrong length would misalign; the log and the file disagree, so
+            # read as every other engine does (the anti-join needs no row count).
+            return None
+    if total > SERIAL_ROWS:
+        ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+        if len(locs) < int(threads):
+            return None  # too few scans for DuckDB's threads: the anti-join runs on all
+    registered = _REGISTERED.setdefault(con, set())
+    out: list[tuple[FileGroup, KeepMask]] = []
+    for g in groups:
+        for p in g.locations:
+            digest = hashlib.blake2b(f"{p}\0{rows[p]}\0".encode(), digest_size=12)
+            digest.update(deleted[p].tobytes())
+            name = f"_lq_keep_{digest.hexdigest()}"
+            if name not in registered:
+                keep = np.ones(rows[p], dtype=np.bool_)
+                keep[deleted[p]] = False
+                con.register(name, {"keep": keep})
+                registered.add(name)
+            out.append((FileGroup(g.values, [p]), KeepMask(name, "keep")))
+    return out
