@@ -98,6 +98,7 @@ def all_plain_relative(keys: Any) -> bool:
 
 
 _SLASH, _COLON, _DOT = ord("/"), ord(":"), ord(".")
+_BLOCK = 1 << 20
 
 
 def _plain_chunk(arr: Any) -> bool:
@@ -115,11 +116,15 @@ def _plain_chunk(arr: Any) -> bool:
     data = np.frombuffer(data_buffer, dtype=np.uint8)
     if bool((data[starts] == _SLASH).any()) or bool((data[ends - 1] == _SLASH).any()):
         return False
-    body = data[offsets[0] : offsets[-1]]
-    if bool((body == _COLON).any()):
-        return False
-    dots = np.flatnonzero(body == _DOT)
-    return not bool((np.diff(dots) == 1).any())
+    # in blocks (overlapping by one byte for ".."), so the temporaries stay small
+    for start in range(int(offsets[0]), int(offsets[-1]), _BLOCK):
+        block = data[start : min(start + _BLOCK + 1, int(offsets[-1]))]
+        if bool((block == _COLON).any()):
+            return False
+        dots = block == _DOT
+        if bool((dots[1:] & dots[:-1]).any()):
+            return False
+    return True
 
 
 def external_mask(keys: Any) -> pa.BooleanArray:

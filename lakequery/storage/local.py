@@ -51,7 +51,7 @@ class LocalStorage(Storage):
 
         if files.num_rows == 0:
             return
-        keys = files.column("path").combine_chunks()
+        keys = files.column("path")  # chunked: no copy of every path
         relative = keys if all_plain_relative(keys) else keys.filter(pc.invert(external_mask(keys)))
         dv_dirs = None
         if "deletion_vector" in files.column_names:

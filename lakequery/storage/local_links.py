@@ -67,6 +67,9 @@ _DV_NAME = re.compile(r"deletion_vector_[0-9a-f-]{36}\.bin")
 #: than by listing their directories (measured: ``benchmarks/bench_links.py``).
 FILES_PER_LISTING = 8
 
+#: Files whose directories are found per batch (bounds the copies the split makes).
+_PARENT_BATCH = 1 << 12
+
 
 class LinkGuard:
     """Checks paths under one local table root (an absolute OS path) for links out of it."""
@@ -132,7 +135,9 @@ class LinkGuard:
                 continue  # a missing directory: its files are reported missing when read
         return found
 
-    def check_relative(self, files: pa.Array[Any], dv_dirs: pa.Array[Any] | None = None) -> None:
+    def check_relative(
+        self, files: pa.Array[Any] | pa.ChunkedArray[Any], dv_dirs: pa.Array[Any] | None = None
+    ) -> None:
         """Refuses the table's files that are (or lie below) a link leading outside.
 
         Args:
@@ -145,13 +150,21 @@ class LinkGuard:
 
         # Python lists, not pa.array of Python values: pyarrow's first conversion of a
         # Python value imports pandas (0.2-0.4 s of a fresh process, see test_lazy_import)
-        # each file's directory, without a regex: split once at the last "/" (a file in
-        # the root splits into itself and is left out; the root is always listed)
-        # (list_slice, not list_element: a Python index would make pyarrow import pandas)
-        files = files.drop_null()
-        split = pc.split_pattern(files, "/", max_splits=1, reverse=True)
-        first = pc.list_flatten(pc.list_slice(split, 0, 1))
-        parents: list[Any] = pc.unique(first.filter(pc.not_equal(first, files))).to_pylist()
+        if files.null_count:
+            files = files.drop_null()
+        parents: set[Any] = set()
+        # the copies go to malloc, which hands them back: Arrow's pool would keep them
+        # resident, raising the process's peak memory after every snapshot load
+        pool = pa.system_memory_pool()
+        for start in range(0, len(files), _PARENT_BATCH):
+            # each file's directory, without a regex: split once at the last "/" (a file
+            # in the root splits into itself and is left out; the root is always listed);
+            # list_slice, not list_element (a Python index would make pyarrow import
+            # pandas); in batches, so the copies stay small next to the snapshot
+            part: Any = files.slice(start, _PARENT_BATCH)
+            split = pc.split_pattern(part, "/", max_splits=1, reverse=True, memory_pool=pool)
+            first = pc.list_flatten(pc.list_slice(split, 0, 1, memory_pool=pool))
+            parents.update(pc.unique(first.filter(pc.not_equal(first, part))).to_pylist())
         dv_parents = [] if dv_dirs is None else pc.unique(dv_dirs).to_pylist()
         dv_set = {str(d).strip("/") for d in dv_parents if d is not None}
         directories = {""}
@@ -170,6 +183,8 @@ class LinkGuard:
         links = self.links_in(scanned)
         if not links:
             return
+        if isinstance(files, pa.ChunkedArray):
+            files = files.combine_chunks()
         named = pc.is_in(pa.array(links, pa.string()), value_set=files).to_pylist()
         for link, is_file in zip(links, named, strict=True):
             parent, _, name = link.rpartition("/")
