@@ -118,8 +118,8 @@ def _reason(text: str, exc: BaseException) -> str:
 def relation_reader(
     rel: Any, where: str = "", *, batch_size: int | None = None
 ) -> pa.RecordBatchReader:
-    """Execute a DuckDB relation as a record batch stream (``to_arrow_reader`` on DuckDB
-    >= 1.4, ``fetch_record_batch`` before); a store failure while executing it raises
+    """Execute a DuckDB relation as a record batch stream (``to_arrow_reader``, DuckDB
+    >= 1.5; ``fetch_record_batch`` where it is missing); a store failure while executing it raises
     :class:`StorageError`, when it starts or while batches are read. ``batch_size``: rows
     per batch (approximate; default DuckDB's)."""
     import pyarrow as pa
