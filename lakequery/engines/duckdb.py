@@ -377,16 +377,8 @@ class _Builder:
         if branch.deletion_vectors or self.row_ids:
             options += ", file_row_number=true"
         source = f"read_parquet({files}, {options})"
-        actual: dict[str, str] = self.shared_types or {}
-        if self.needs_data and self.shared_types is None:
-            actual = _bind_types(self.con, source, branch.locations)
-        select = (
-            ", ".join(
-                f"{_column_sql(s, actual, branch.values, self.mode, 'd' if branch.hive else 'p')}"
-                f" AS {quote_ident(s.name)}"
-                for s in self.specs
-            )
-            or "1 AS _lq_dummy"
+        select, actual = self.projection(
+            source, branch.locations, branch.values, "d" if branch.hive else "p"
         )
         for i, name in enumerate(self.materialized):
             value = f"d.{quote_ident(name)}" if name in actual else "NULL"
@@ -415,6 +407,29 @@ class _Builder:
             )
         return sql
 
+    def projection(
+        self,
+        source: str,
+        locations: list[str],
+        values: dict[str, object] | None,
+        partition_source: str = "p",
+    ) -> tuple[str, dict[str, str]]:
+        """The select list of the logical columns over ``source`` (a scan of
+        ``locations``), and the column types it was built from (the shared ones, or those
+        DuckDB binds for this scan)."""
+        actual: dict[str, str] = self.shared_types or {}
+        if self.needs_data and self.shared_types is None:
+            actual = _bind_types(self.con, source, locations)
+        select = (
+            ", ".join(
+                f"{_column_sql(s, actual, values, self.mode, partition_source)}"
+                f" AS {quote_ident(s.name)}"
+                for s in self.specs
+            )
+            or "1 AS _lq_dummy"
+        )
+        return select, actual
+
     def keep_sql(self, branch: _Branch, keep: KeepMask) -> str:
         """One file with a DV read by position against its keep mask: nothing between the
         scan and the join (see :mod:`lakequery.engines.keep_masks`). No filter reaches this
@@ -428,16 +443,8 @@ class _Builder:
         memo = repr(sorted(values.items())) if self.shared_types is not None else None
         select = self.keep_selects.get(memo) if memo is not None else None
         if select is None:
-            actual: dict[str, str] = self.shared_types or {}
-            if self.needs_data and self.shared_types is None:
-                actual = _bind_types(self.con, source, branch.locations)
-            select = (
-                ", ".join(
-                    f"{_column_sql(s, actual, values, self.mode)} AS {quote_ident(s.name)}"
-                    for s in self.specs
-                )
-                or "1 AS _lq_dummy"
-            )  # (never with row ids, so never with materialized row-tracking columns)
+            # (never with row ids, so never with materialized row-tracking columns)
+            select, _ = self.projection(source, branch.locations, values)
             if memo is not None:
                 self.keep_selects[memo] = select
         return (
