@@ -118,15 +118,15 @@ def _reason(text: str, exc: BaseException) -> str:
 def relation_reader(
     rel: Any, where: str = "", *, batch_size: int | None = None
 ) -> pa.RecordBatchReader:
-    """Execute a DuckDB relation as a record batch stream (``to_arrow_reader``, DuckDB
-    >= 1.5; ``fetch_record_batch`` where it is missing); a store failure while executing it raises
-    :class:`StorageError`, when it starts or while batches are read. ``batch_size``: rows
-    per batch (approximate; default DuckDB's)."""
+    """Execute a DuckDB relation as a record batch stream (``to_arrow_reader``); a store
+    failure while executing it raises :class:`StorageError`, when it starts or while
+    batches are read. ``batch_size``: rows per batch (approximate; default DuckDB's)."""
     import pyarrow as pa
 
-    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
     try:
-        reader: pa.RecordBatchReader = method() if batch_size is None else method(batch_size)
+        reader: pa.RecordBatchReader = (
+            rel.to_arrow_reader() if batch_size is None else rel.to_arrow_reader(batch_size)
+        )
     except Exception as exc:  # executing the query reads the store, which may fail
         raise_storage_failure(exc, where)
         raise

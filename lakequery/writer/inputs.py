@@ -39,10 +39,8 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return pa.Table.from_pandas(data, preserve_index=False).to_reader()
     if module == "polars" and hasattr(data, "collect"):
         data = data.collect()
-    if module == "duckdb" and hasattr(data, "fetch_record_batch"):
-        # ``to_arrow_reader`` replaces the deprecated ``fetch_record_batch`` (DuckDB 1.4+).
-        method = getattr(data, "to_arrow_reader", None) or data.fetch_record_batch
-        reader: pa.RecordBatchReader = method()
+    if module == "duckdb" and hasattr(data, "to_arrow_reader"):
+        reader: pa.RecordBatchReader = data.to_arrow_reader()
         return reader
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
