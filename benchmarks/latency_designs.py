@@ -27,6 +27,7 @@ import sys
 import time
 
 from benchmarks import bench_latency as bl
+from benchmarks.bytecode import compile_sources
 
 PROBES = {
     "floor_duckdb": "import duckdb, numpy, pyarrow, pyarrow.compute\nres = None\n",
@@ -66,6 +67,7 @@ def main() -> int:
     parser.add_argument("--before", required=True, help="a lakequery source tree to compare")
     parser.add_argument("--reps", type=int, default=9)
     args = parser.parse_args()
+    compile_sources()
     bl.READERS.update(PROBES)
     ext = bl.delta_extension()
     tables = bl.small_tables(25_000)
