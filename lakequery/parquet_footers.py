@@ -12,9 +12,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
@@ -48,6 +46,10 @@ def _read_footers(
     if not paths:
         return []
     locations = file_locations(storage.root, pa.array(list(paths), pa.string())).to_pylist()
+    # imported here and in schema_fingerprint: readers import this module for SCHEMA_TAG
+    # and a fresh process would pay ~7 ms for hashlib and concurrent.futures
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
         return list(pool.map(one, [str(x) for x in locations]))
 
@@ -83,6 +85,8 @@ def schema_fingerprint(metadata: pq.FileMetaData) -> str:
     text = str(metadata.schema)
     if text.startswith("<"):  # pyarrow prefixes the object's repr (with its address)
         text = text.split("\n", 1)[1] if "\n" in text else ""
+    import hashlib
+
     digest = hashlib.sha256(text.encode())
     for key, value in sorted((metadata.metadata or {}).items()):
         digest.update(b"\0" + key + b"\0" + value)

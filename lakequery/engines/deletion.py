@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.dv.descriptor import Descriptor
-from lakequery.dv.files import deleted_positions
 
 if TYPE_CHECKING:
     from lakequery.scan import ScanPlan
@@ -50,6 +49,8 @@ def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.i
     mask = dv_mask(plan)
     if not pc.any(mask).as_py():
         return {}
+    from lakequery.dv.files import deleted_positions  # pyroaring: tables with DVs only
+
     files = plan.files.filter(mask)
     locations = [str(x) for x in plan.locations.filter(mask).to_pylist()]
     descriptors = [

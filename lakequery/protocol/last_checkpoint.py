@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +72,8 @@ def checkpoint_checksum(document: dict[str, Any]) -> str:
     """MD5 of the canonical form of a ``_last_checkpoint`` document (``checksum`` dropped)."""
     body = {k: v for k, v in document.items() if k != "checksum"}
     canonical = ",".join(sorted(_leaves(body, ""), key=lambda s: s.encode("utf-8")))
+    import hashlib  # here: a log without a checkpoint never needs it (~2 ms to import)
+
     return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 

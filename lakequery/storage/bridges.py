@@ -10,7 +10,6 @@ the backend's filesystem class that accepts it, and paths are translated accordi
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +28,8 @@ def private_protocol(protocol: str, fs_kwargs: Mapping[str, Any]) -> str:
     Returns:
         A name such as ``"lqs3a1b2c3d4e5"``, equal for equal configurations.
     """
+    import hashlib  # imported when an object store is bridged, not by local reads
+
     digest = hashlib.sha256(repr(sorted(fs_kwargs.items())).encode()).hexdigest()[:10]
     return f"lq{protocol}{digest}"
 

@@ -20,13 +20,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 
-from fsspec.implementations.local import LocalFileSystem
-
 from lakequery.errors import StorageError
 from lakequery.storage.base import FileInfo, Storage
 from lakequery.storage.local_links import LinkGuard
 
 if TYPE_CHECKING:
+    import fsspec
     import pyarrow as pa
     import pyarrow.fs
 
@@ -35,11 +34,31 @@ class LocalStorage(Storage):
     """A table on the local file system; locations are absolute OS paths."""
 
     def __init__(self, root: str) -> None:
-        super().__init__(root, "file", LocalFileSystem())
+        super().__init__(root, "file")
         self.links = LinkGuard(root)
+
+    def _open_fs(self) -> fsspec.AbstractFileSystem:
+        from fsspec.implementations.local import LocalFileSystem
+
+        return LocalFileSystem()
 
     def _fs_path(self, path: str) -> str:
         return path.removeprefix("file://")
+
+    def exists(self, path: str) -> bool:
+        """Return whether a file exists at ``path`` (links followed, as fsspec does)."""
+        with self._translate(path, "exists"):
+            return os.path.isfile(self._fs_path(path))
+
+    def size(self, path: str) -> int:
+        """Return the size in bytes of the file at ``path``."""
+        with self._translate(path, "size"):
+            return os.stat(self._fs_path(path)).st_size
+
+    def delete(self, path: str) -> None:
+        """Delete the file at ``path``; deleting a missing file is not an error."""
+        with self._translate(path, "delete"), contextlib.suppress(FileNotFoundError):
+            os.remove(self._fs_path(path))
 
     def check_links(self, files: pa.Table) -> None:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
