@@ -39,7 +39,6 @@ group: the scan's vectors then straddle the mask's and its columns are copied.
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_literal, quote_str
 from lakequery.protocol.predicate_ast import referenced_columns
@@ -144,14 +144,19 @@ def register(
     """
     if len(deleted) > MAX_BRANCHES:
         return None
+    import hashlib  # tables with DVs only
+
     plan = scan.plan()
-    files = plan.files
-    index = {loc: i for i, loc in enumerate(plan.location_list)}
+    # Python values for the files with DVs only (at most MAX_BRANCHES), never for the
+    # whole plan: ``deleted`` holds exactly the files ``dv_mask`` selects
+    with_dv = dv_mask(plan)
+    dv_files = plan.files.filter(with_dv)
+    index = {str(loc): i for i, loc in enumerate(plan.locations.filter(with_dv).to_pylist())}
     locs = [p for g in groups for p in g.locations]
     at = [index[p] for p in locs]
-    sizes = files.column("size").to_pylist()
-    times = files.column("modification_time").to_pylist()
-    logged = files.column("num_records").to_pylist()
+    sizes = dv_files.column("size").to_pylist()
+    times = dv_files.column("modification_time").to_pylist()
+    logged = dv_files.column("num_records").to_pylist()
     known = [int(n) for n in (logged[i] for i in at) if n is not None]
     if len(known) == len(at) and sum(known) > MAX_ROWS:
         return None  # before reading footers
