@@ -142,3 +142,24 @@ print(json.dumps(dict(count=count, loaded=sorted(
         got = _run(code, tmp_path)
         assert got["count"] == kept, engine
         assert got["loaded"] == [], engine
+
+
+def test_duckdb_read_of_a_checkpointed_table_imports_no_pyarrow_parquet(tmp_path: Path) -> None:
+    """The checkpoint's schema comes from DuckDB's ``parquet_schema``: importing
+    ``pyarrow.parquet`` for it would cost a fresh process ~12 ms."""
+    uri = str(tmp_path / "t")
+    for i in range(3):
+        lq.write(uri, pa.table({"id": pa.array([i, i + 10], pa.int64())}), mode="append")
+    lq.DeltaTable(uri).checkpoint()
+    lq.write(uri, pa.table({"id": pa.array([99], pa.int64())}), mode="append")
+    code = f"""
+import json, sys
+import lakequery as lq
+snap = lq.DeltaTable({uri!r}).snapshot()
+total = snap.scan().to_duckdb().aggregate("sum(id)").fetchall()[0][0]
+print(json.dumps(dict(total=total, segment=snap.version,
+                      loaded="pyarrow.parquet" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["total"] == sum(range(3)) + sum(i + 10 for i in range(3)) + 99
+    assert got["loaded"] is False
