@@ -19,7 +19,6 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -201,11 +200,18 @@ def load_deletion_vectors(
             else:
                 todo.append(i)
     if todo:
-        workers = min(16, len(todo))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            loaded = list(
-                pool.map(lambda i: _load_one(storage, root, items[i][0], items[i][1]), todo)
-            )
+
+        def load(i: int) -> BitMap64:
+            return _load_one(storage, root, items[i][0], items[i][1])
+
+        if len(todo) == 1:
+            loaded = [load(todo[0])]
+        else:
+            # imported here: a fresh process reading one DV (or none) skips ~3 ms
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                loaded = list(pool.map(load, todo))
         with _lock:
             for i, bm in zip(todo, loaded, strict=True):
                 results[i] = bm
