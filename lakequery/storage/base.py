@@ -215,7 +215,7 @@ class Storage(abc.ABC):
         """
         if len(paths) <= 1:
             return [self.read(p) for p in paths]
-        from concurrent.futures import ThreadPoolExecutor  # imported by the few callers
+        from concurrent.futures import ThreadPoolExecutor  # not imported by single reads
 
         with ThreadPoolExecutor(max_workers=min(MAX_READ_THREADS, len(paths))) as pool:
             return list(pool.map(self.read, paths))
