@@ -81,3 +81,19 @@ def test_two_level_repeated_group_is_not_a_struct() -> None:
     ]
     tree = _schema_tree(rows)
     assert _as_dict(tree) == {"add": {"path": None, "items": None}}
+
+
+def test_struct_tree_matches_pyarrow_on_every_conformance_checkpoint() -> None:
+    """Checkpoints and sidecars written by Spark, Databricks and delta-rs (the shapes
+    lakequery must project): the tree equals pyarrow's on every one of them."""
+    from tablekit import conformance_dir
+
+    files = sorted(
+        p
+        for p in conformance_dir().rglob("*.parquet")
+        if ".checkpoint" in p.name or p.parent.name == "_sidecars"
+    )
+    assert len(files) >= 10, "the conformance checkpoints were not found"
+    for path in files:
+        want = _arrow_tree(pq.ParquetFile(path).schema_arrow)
+        assert _as_dict(_tree_from_duckdb(path)) == want, path
