@@ -32,7 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakequery.display.facts import dv_cardinality, format_bytes, partition_labels
+from lakequery.display.facts import format_bytes, partition_labels
+from lakequery.engines.deletion import dv_cardinalities
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -116,13 +117,13 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
     """
     snap = _snapshot(source)
     files = snap.files()
-    deleted = dv_cardinality(files)
+    deleted = dv_cardinalities(files)
     with_dv = files.filter(pc.greater(deleted, pa.scalar(0, pa.int64())))
     table = pa.table(
         {
             "path": with_dv.column("path"),
             "rows": with_dv.column("num_records").cast(pa.int64()),
-            "deleted": dv_cardinality(with_dv),
+            "deleted": dv_cardinalities(with_dv),
         }
     ).sort_by([("deleted", "descending"), ("path", "ascending")])
     table = table.slice(0, max_files)

@@ -33,7 +33,9 @@ def _file_rows(files: pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    deleted = pc.fill_null(pc.struct_field(files.column("deletion_vector"), "cardinality"), 0)
+    from lakequery.engines.deletion import dv_cardinalities
+
+    deleted = dv_cardinalities(files)
     out = {
         "path": files.column("path"),
         "size": files.column("size"),

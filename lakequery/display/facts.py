@@ -22,6 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.engines.deletion import dv_cardinalities
+
 #: The label of the files of a table without partition columns.
 UNPARTITIONED = "(all files)"
 
@@ -52,25 +54,14 @@ class FileFacts:
         return self.physical_rows - self.deleted_rows
 
 
-def dv_cardinality(files: pa.Table) -> pa.Array[Any]:
-    """Rows deleted by each file's deletion vector (0 where the file has none)."""
-    if "deletion_vector" not in files.column_names:
-        return pa.array([0] * files.num_rows, pa.int64())
-    dv: Any = files.column("deletion_vector").combine_chunks()
-    card: Any = pc.struct_field(dv, "cardinality")
-    zero: Any = pa.scalar(0, pa.int64())
-    out: pa.Array[Any] = pc.fill_null(card.cast(pa.int64()), zero)
-    return out
-
-
 def file_facts(files: pa.Table) -> FileFacts:
     """Totals over ``files`` (rows of :meth:`lakequery.Snapshot.files` or a plan's files)."""
     n = files.num_rows
     if n == 0:
         return FileFacts(0, 0, 0, 0, 0)
     records = files.column("num_records")
-    card = dv_cardinality(files)
-    has_dv: Any = pc.greater(card, pa.scalar(0, pa.int64())).cast(pa.int64())
+    card = dv_cardinalities(files)
+    has_dv: Any = pc.cast(pc.cast(card, pa.bool_()), pa.int64())  # nonzero -> 1
     return FileFacts(
         num_files=n,
         total_bytes=int(pc.sum(files.column("size")).as_py() or 0),
@@ -106,7 +97,7 @@ def partition_summary(files: pa.Table, partition_columns: Sequence[str]) -> pa.T
             "partition": partition_labels(files, partition_columns),
             "size": files.column("size").cast(pa.int64()),
             "num_records": files.column("num_records").cast(pa.int64()),
-            "deleted": dv_cardinality(files),
+            "deleted": dv_cardinalities(files),
         }
     )
     grouped = table.group_by("partition").aggregate(

@@ -240,11 +240,12 @@ def history_html(entries: Sequence[CommitEntry]) -> str:
 
 
 def _files_grid(files: Any, partition_columns: Sequence[str]) -> str:
-    from lakequery.display.facts import dv_cardinality, partition_labels
+    from lakequery.display.facts import partition_labels
+    from lakequery.engines.deletion import dv_cardinalities
 
     head = files.slice(0, MAX_ROWS)
     labels = partition_labels(head, partition_columns).to_pylist()
-    deleted = dv_cardinality(head).to_pylist()
+    deleted = dv_cardinalities(head).to_pylist()
     rows = zip(
         head.column("path").to_pylist(),
         labels,

@@ -21,10 +21,19 @@ if TYPE_CHECKING:
 
 
 def dv_cardinalities(files: pa.Table) -> Any:
-    """Rows each file's deletion vector deletes (0 without one), an ``int64`` array over
-    rows of ``Snapshot.files()``."""
+    """Rows each file's deletion vector deletes (0 without one, and for tables of files
+    without a ``deletion_vector`` column), an ``int64`` array over rows of
+    ``Snapshot.files()`` or a plan's files."""
+    # zeros are made from a buffer: ``pa.scalar(0)`` converts a Python value, and
+    # pyarrow's first such conversion imports pandas (~0.15 s of a CLI call)
+    if "deletion_vector" not in files.column_names:
+        return _zeros(files.num_rows)
     dv = files.column("deletion_vector").combine_chunks()
-    return pc.fill_null(pc.struct_field(dv, "cardinality"), pa.scalar(0, pa.int64()))
+    return pc.fill_null(pc.cast(pc.struct_field(dv, "cardinality"), pa.int64()), _zeros(1)[0])
+
+
+def _zeros(n: int) -> Any:
+    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(bytes(8 * n))])
 
 
 def dv_mask(plan: ScanPlan) -> pa.BooleanArray:
