@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
+from lakequery.arrow_buffers import int64_array
 from lakequery.dv import z85
 from lakequery.dv.bitmap import serialize
 from lakequery.dv.descriptor import Descriptor
@@ -581,7 +582,7 @@ def _files_table(
     first = min(times, default=0)
     by_offset = np.array([times.get(first + i, 0) for i in range(len(times))], dtype=np.int64)
     offsets = versions.to_numpy(zero_copy_only=False) - first
-    ms = pa.array(by_offset[offsets] if len(offsets) else np.empty(0, np.int64), pa.int64())
+    ms = int64_array(by_offset[offsets] if len(offsets) else np.empty(0, np.int64))
     raw: list[Any] = [parts.field(i) for i in range(len(specs))] if parts is not None else []
     extra = [c for c in metadata.partition_columns if c in CHANGE_COLUMNS]
     for name in extra:

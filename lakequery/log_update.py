@@ -244,19 +244,22 @@ def _superseded(con: duckdb.DuckDBPyConnection, base: pa.Table) -> list[int]:
     new commits has. Paths are matched in Arrow first; only those few candidates are
     keyed, with the same SQL as the commits' keys (no Arrow table is registered: that
     would import pandas)."""
-    keys = [
-        k
-        for (k,) in con.execute(
-            f"SELECT DISTINCT key FROM {COMMITS} WHERE key IS NOT NULL"
-        ).fetchall()
-    ]
-    if not keys or base.num_rows == 0:
+    # fetched as Arrow: an Arrow array built from a Python list would import pandas
+    keys = (
+        con.sql(f"SELECT DISTINCT key FROM {COMMITS} WHERE key IS NOT NULL")
+        .to_arrow_reader()
+        .read_all()
+        .column(0)
+    )
+    if len(keys) == 0 or base.num_rows == 0:
         return []
-    hit = pc.is_in(base.column("path"), value_set=pa.array(keys, pa.string()))
-    positions = [int(p) for p in pc.indices_nonzero(hit).to_pylist() if p is not None]
-    if not positions:
+    value_set = pa.concat_arrays(keys.chunks).cast(pa.string())
+    hit = pc.is_in(base.column("path"), value_set=value_set)
+    at = pc.indices_nonzero(hit)
+    if len(at) == 0:
         return []
-    rows = base.select(["path", "deletion_vector"]).take(positions).to_pylist()
+    positions = [int(p) for p in at.to_pylist() if p is not None]
+    rows = base.select(["path", "deletion_vector"]).take(at).to_pylist()
     values = ", ".join(
         f"({pos}, {_lit(r['path'])}, {_lit((r['deletion_vector'] or {}).get('storageType'))}, "
         f"{_lit((r['deletion_vector'] or {}).get('pathOrInlineDv'))}, "

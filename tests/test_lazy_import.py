@@ -187,3 +187,40 @@ print(json.dumps(dict(out=out, pandas="pandas" in sys.modules)))
     got = _run(code, tmp_path)
     assert all(n > 0 for n in got["out"].values()), got
     assert got["pandas"] is False
+
+
+def test_writes_dml_and_filtered_reads_import_no_pandas(tmp_path: Path) -> None:
+    """A script that writes, deletes, updates, compacts or reads with a filter: pyarrow
+    imports pandas (0.15-0.2 s) on its first conversion of a Python or NumPy value, so
+    lakequery builds such arrays from buffers (``lakequery.arrow_buffers``)."""
+    root = str(tmp_path)
+    code = f"""
+import json, sys
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import lakequery as lq
+from lakequery.arrow_buffers import int64_array
+t = pa.table({{"id": int64_array(np.arange(100)), "k": int64_array(np.arange(100) % 3)}})
+plain, parts = {root!r} + "/plain", {root!r} + "/parts"
+lq.write(plain, t)
+lq.write(plain, t, mode="append")
+lq.write(parts, t, partition_by=["k"])
+lq.DeltaTable(plain).delete("id = 3")
+lq.DeltaTable(plain).update("id = 5", set={{"id": "id + 1000"}})
+lq.DeltaTable(plain).optimize()
+lq.DeltaTable(parts).optimize(z_order_by=["id"])
+snap = lq.DeltaTable(plain).snapshot()
+counts = [
+    snap.scan(filter="id > 50").to_duckdb().aggregate("count(*)").fetchall()[0][0],
+    snap.scan(filter="id > 50").to_polars().select(pl.len()).collect().item(),
+    lq.DeltaTable(parts).snapshot().scan(filter="k = 1").to_duckdb().aggregate("count(*)")
+    .fetchall()[0][0],
+]
+print(json.dumps(dict(counts=counts, pandas="pandas" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    # ids 0..99 twice; id 3 deleted twice, id 5 became 1005 twice: 2 * 49 rows above 50
+    # plus the two 1005s; k = 1 holds 33 of the 100 rows
+    assert got["counts"] == [2 * 49 + 2, 2 * 49 + 2, 33]
+    assert got["pandas"] is False

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.display import HtmlMetrics
@@ -192,7 +193,7 @@ class _Outcome:
 def _row_counts(files: pa.Table) -> tuple[list[int], list[int]]:
     """(physical rows, rows its deletion vector already deletes) of each file (0 rows
     where ``stats.numRecords`` is missing)."""
-    zero = pa.scalar(0, pa.int64())
+    zero = int64_scalar(0)
     total: Any = pc.fill_null(files.column("num_records").combine_chunks(), zero)
     deleted = dv_cardinalities(files)
     return [int(x) for x in total.to_pylist()], [int(x) for x in deleted.to_pylist()]
@@ -509,9 +510,9 @@ class Statement:
         ).to_arrow_table()
         lists: Any = grouped.column("r").combine_chunks()
         if not grouped.num_rows:
-            return pa.array([], pa.int64()), []
-        offsets = np.asarray(lists.offsets)
-        values = np.asarray(lists.values, dtype=np.int64)
+            return int64_array([]), []
+        offsets = int_values(lists.offsets)
+        values = int_values(lists.values).astype(np.int64, copy=False)
         rows = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
         return grouped.column("f").combine_chunks(), rows
 
@@ -537,7 +538,7 @@ class Statement:
                 rewrite.append(i)
             else:
                 writer.delete_rows(add, deleted)
-        return writer.finish(now_ms=now_ms), indices.take(pa.array(rewrite, pa.int64()))
+        return writer.finish(now_ms=now_ms), indices.take(int64_array(rewrite))
 
     def _rewrite_sql(self, indices: pa.Array[Any]) -> str | None:
         """The rows that stay in the files to rewrite (copy-on-write), as SQL."""
@@ -548,7 +549,7 @@ class Statement:
         scan = preserving_scan(self.snapshot, scan)
         duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rewrite", replace=True)
         # the rewrite scan numbers its files 0..n-1 in the order of ``indices``
-        remap = pa.table({"o": indices, "n": pa.array(range(len(indices)), pa.int64())})
+        remap = pa.table({"o": indices, "n": int64_array(np.arange(len(indices)))})
         self.con.register("__lq_remap", remap)
         kept = list(self.snapshot.schema.names) + list(self.row_id_columns or ())
         cols = ", ".join(f"t.{quote_ident(c)}" for c in kept)
@@ -590,7 +591,7 @@ class Statement:
         scan = self.snapshot.scan(columns=[]).restricted_to(self.plan.files.take(indices))
         scan = scan.with_row_tracking_columns(("__lq_rt_id", "__lq_rt_version"))
         duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rt_ids", replace=True)
-        remap = pa.table({"o": indices, "n": pa.array(range(len(indices)), pa.int64())})
+        remap = pa.table({"o": indices, "n": int64_array(np.arange(len(indices)))})
         self.con.register("__lq_rt_remap", remap)
         self.con.execute(
             f"CREATE OR REPLACE TEMP TABLE {_ROW_IDS_TABLE} AS SELECT m.o AS __lq_rt_file, "

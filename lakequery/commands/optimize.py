@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_array, numeric_array
 from lakequery.clustering.optimize import clustered_layout
 from lakequery.commands.file_actions import (
     only_partition_columns,
@@ -448,7 +449,7 @@ def _cluster_in_memory(
     order = row_numbers(keys, index_bits)
     del keys
     for start, end in bounds:
-        rows = pa.array(order[start:end])
+        rows = numeric_array(order[start:end])
         writers.submit(lambda rows=rows: table.take(rows))
     return writers.finish()
 
@@ -475,7 +476,7 @@ def _cluster_spilling(
 
     def tagged() -> Any:
         for batch in source:
-            keys = pa.array(builder.keys(batch), pa.uint64())
+            keys = numeric_array(np.asarray(builder.keys(batch), dtype=np.uint64))
             yield pa.RecordBatch.from_arrays([*batch.columns, keys], schema=schema)
 
     spill = tempfile.mkdtemp(prefix="lakequery-sort-")
@@ -604,7 +605,7 @@ def optimize(
         ):
 
             def run(b: Bin) -> list[dict[str, Any]]:
-                chosen = files.take(pa.array(b.rows, pa.int64()))
+                chosen = files.take(int64_array(b.rows))
                 if columns:
                     adds = _cluster(
                         snapshot,
@@ -633,7 +634,7 @@ def optimize(
     if layout is not None and layout.clusters:
         all_adds = layout.mark(all_adds)
     rows = sorted(i for b in plan.bins for i in b.rows)
-    removed = files.take(pa.array(rows, pa.int64())) if rows else files.slice(0, 0)
+    removed = files.take(int64_array(rows)) if rows else files.slice(0, 0)
     cards = _dv_cardinality(removed)
     metrics = OptimizeMetrics(
         version=None,

@@ -13,6 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_array, int64_scalar
 from lakequery.dv.descriptor import Descriptor
 
 if TYPE_CHECKING:
@@ -24,16 +25,11 @@ def dv_cardinalities(files: pa.Table) -> Any:
     """Rows each file's deletion vector deletes (0 without one, and for tables of files
     without a ``deletion_vector`` column), an ``int64`` array over rows of
     ``Snapshot.files()`` or a plan's files."""
-    # zeros are made from a buffer: ``pa.scalar(0)`` converts a Python value, and
-    # pyarrow's first such conversion imports pandas (~0.15 s of a CLI call)
+    # zeros from NumPy buffers: ``pa.scalar(0)`` would import pandas (lakequery.arrow_buffers)
     if "deletion_vector" not in files.column_names:
-        return _zeros(files.num_rows)
+        return int64_array(np.zeros(files.num_rows))
     dv = files.column("deletion_vector").combine_chunks()
-    return pc.fill_null(pc.cast(pc.struct_field(dv, "cardinality"), pa.int64()), _zeros(1)[0])
-
-
-def _zeros(n: int) -> Any:
-    return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(bytes(8 * n))])
+    return pc.fill_null(pc.cast(pc.struct_field(dv, "cardinality"), pa.int64()), int64_scalar(0))
 
 
 def dv_mask(plan: ScanPlan) -> pa.BooleanArray:

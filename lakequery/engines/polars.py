@@ -16,6 +16,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from lakequery.arrow_buffers import bool_array, int64_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
     ColumnSpec,
@@ -142,17 +143,8 @@ def _deletion_callback(
         bits: Any = keep_bits(np.concatenate(positions), total)
         # Arrow arrays from buffers, not pa.array: its first call imports pandas
         values = pa.BooleanArray.from_buffers(pa.bool_(), total, [None, pa.py_buffer(bits)])
-        none: Any = np.packbits(
-            np.array([f is None for f in found], dtype=np.bool_), bitorder="little"
-        )
-        missing: Any = pa.BooleanArray.from_buffers(
-            pa.bool_(), len(found), [None, pa.py_buffer(none)]
-        )
-        starts = pa.Array.from_buffers(
-            pa.int64(),
-            len(offsets),
-            [None, pa.py_buffer(offsets.astype(np.int64))],  # type: ignore[arg-type]
-        )
+        missing: Any = bool_array([f is None for f in found])
+        starts = int64_array(offsets)
         list_type: Any = pa.LargeListArray
         lists = list_type.from_arrays(starts, values, mask=missing)
         return pl.DataFrame({"selection_vector": pl.from_arrow(lists)})

@@ -28,7 +28,7 @@ from lakequery.protocol.predicate_types import infer_literal_type, infer_type, i
 @lru_cache(maxsize=256)
 def polars_dtype(t: pa.DataType) -> pl.DataType:
     """The Polars dtype Polars itself gives an Arrow column of type ``t``."""
-    return pl.from_arrow(pa.array([], type=t)).dtype  # type: ignore[union-attr]
+    return pl.from_arrow(pa.nulls(0, t)).dtype  # type: ignore[union-attr,call-overload]
 
 
 def _literal(lit: Literal) -> pl.Expr:

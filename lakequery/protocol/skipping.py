@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pat
 
+from lakequery.arrow_buffers import bool_array, int64_array
 from lakequery.duckdb_private import private_cursor
 from lakequery.errors import PredicateError
 from lakequery.protocol.predicate_ast import (
@@ -309,7 +310,7 @@ class _Planner:
     # -- query -----------------------------------------------------------------------------------
     def query(self, cond: str) -> tuple[str, pa.Table]:
         columns: dict[str, pa.ChunkedArray[Any] | pa.Array[Any]] = {
-            "__rid": pa.array(np.arange(self.files.num_rows, dtype=np.int64))
+            "__rid": int64_array(np.arange(self.files.num_rows))
         }
         json_sql = self.sources.json_projection()
         if json_sql is not None:
@@ -376,7 +377,7 @@ def prune_mask(
     planner = _Planner(files, columns)
     cond = planner.may(expr, negate=False)
     if cond is None or n == 0:
-        return pa.array(np.ones(n, dtype=bool), type=pa.bool_())
+        return bool_array(np.ones(n, dtype=bool))
     sql, table = planner.query(cond)
     connection = con if con is not None else private_cursor()
     try:

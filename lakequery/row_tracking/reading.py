@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_array
 from lakequery.engines.sql_types import quote_ident
 from lakequery.row_tracking.columns import (
     ROW_COMMIT_VERSION_NAME_KEY,
@@ -55,7 +56,7 @@ def with_row_tracking_sql(
     files = scan.plan().files
     table = pa.table(
         {
-            "i": pa.array(np.arange(files.num_rows, dtype=np.int64)),
+            "i": int64_array(np.arange(files.num_rows)),
             "b": files.column("base_row_id").cast(pa.int64()),
             "v": files.column("default_row_commit_version").cast(pa.int64()),
         }
@@ -106,8 +107,8 @@ class ArrowRowIds:
         with the row ids and commit versions appended."""
         base, default = self.defaults[location]
         n = raw.num_rows
-        ids: Any = pa.array(np.arange(base + offset, base + offset + n, dtype=np.int64))
-        versions: Any = pa.array(np.full(n, default, dtype=np.int64))
+        ids: Any = int64_array(np.arange(base + offset, base + offset + n))
+        versions: Any = int64_array(np.full(n, default))
         if self.materialized:
             ids = pc.coalesce(raw.column(self.materialized[0]).cast(pa.int64()), ids)
             versions = pc.coalesce(raw.column(self.materialized[1]).cast(pa.int64()), versions)

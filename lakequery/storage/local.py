@@ -63,6 +63,7 @@ class LocalStorage(Storage):
     def check_links(self, files: pa.Table) -> None:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
         are, or lie below, a symbolic link leading out of the table root."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         from lakequery.dv.descriptor import u_prefixes
@@ -82,7 +83,10 @@ class LocalStorage(Storage):
                 )
                 # no Python value becomes an Arrow scalar (pyarrow would import pandas)
                 on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
-                dv_dirs = u_prefixes(path.filter(on_disk)).combine_chunks()
+                dirs = u_prefixes(path.filter(on_disk))
+                # not combine_chunks: for no chunks it builds the empty array from Python
+                # values, which imports pandas
+                dv_dirs = pa.concat_arrays(dirs.chunks) if dirs.num_chunks else None
         self.links.check_relative(relative, dv_dirs)
 
     def check_write_directory(self, directory: str) -> None:

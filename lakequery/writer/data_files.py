@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from lakequery.arrow_buffers import empty_table, int_values
 from lakequery.errors import SchemaError, SchemaMismatchError
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.column_mapping import (
@@ -96,7 +97,7 @@ def parquet_statistics_columns(schema: pa.Schema) -> tuple[str, ...]:
     drop the bounds of a column with NaN), and so is file skipping.
     """
     sink = io.BytesIO()
-    pq.write_table(schema.empty_table(), sink)
+    pq.write_table(empty_table(schema), sink)
     sink.seek(0)
     leaves = pq.ParquetFile(sink).schema
     return tuple(
@@ -259,7 +260,10 @@ def distinct_values(column: Any) -> int:
     if not pa.types.is_integer(column.type):
         return int(pc.count_distinct(column, mode="all").as_py())
     nulls = column.null_count
-    values = (column.drop_null() if nulls else column).to_numpy()
+    kept = column.drop_null() if nulls else column
+    chunks = kept.chunks if isinstance(kept, pa.ChunkedArray) else [kept]
+    # views of the buffers: to_numpy imports pandas
+    values = np.concatenate([int_values(c) for c in chunks]) if chunks else np.empty(0)
     if not values.size:
         return 1 if nulls else 0
     ordered = np.sort(values)

@@ -260,7 +260,9 @@ def fill_identity(batch: pa.RecordBatch, generation: Generation, offset: int) ->
 def _arange(n: int) -> pa.Array[Any]:
     import numpy as np
 
-    return pa.array(np.arange(n, dtype=np.int64))
+    from lakequery.arrow_buffers import int64_array
+
+    return int64_array(np.arange(n))
 
 
 def with_high_water_marks(metadata: Metadata, generation: Generation, count: int) -> Metadata:

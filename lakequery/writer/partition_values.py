@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_array, int_values
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 
 #: Directory value of a null (or empty) partition value.
@@ -237,15 +238,15 @@ def split_by_partition(
         else:
             combined = pc.add(pc.multiply(key, len(enc.dictionary)), idx)
             key = pc.dictionary_encode(combined).indices.cast(pa.int64())
-    idx_np = [np.asarray(i.to_numpy(zero_copy_only=False)) for i in indices]
-    key_np = np.asarray(key.to_numpy(zero_copy_only=False))
+    idx_np = [int_values(i) for i in indices]  # no nulls: nulls are encoded as values
+    key_np = int_values(key)
     if key_np.min() == key_np.max():
         yield tuple(s[int(i[0])] for s, i in zip(strings, idx_np, strict=True)), batch
         return
     order = np.argsort(key_np, kind="stable")
     sorted_keys = key_np[order]
     starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1, [n]])
-    taken = batch.take(order)
+    taken = batch.take(int64_array(order))
     firsts = order[starts[:-1]]
     for g in range(len(starts) - 1):
         lo, hi = int(starts[g]), int(starts[g + 1])
