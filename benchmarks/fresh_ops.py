@@ -1,0 +1,103 @@
+"""Fresh-process cost of common entry points, for two lakequery source trees side by side.
+
+Each measurement is a new ``python -c`` (run from an empty directory, so that
+``PYTHONPATH`` decides which tree is imported) that builds a 1,000-row table in memory
+without converting Python values, then runs one operation and reports whether pandas
+was imported: ``lq.write`` of a new table, a DELETE through a deletion vector, a filtered
+DuckDB read and the CLI's ``describe``. The table an operation needs is written by the
+same tree beforehand, untimed. Trees alternate; medians are printed.
+
+Usage (the section "pandas kept out of writes, DML and filtered reads" of RESULTS.md §8)::
+
+    git archive <commit> lakequery udfs | tar -x -C /tmp/lq-before
+    .venv/bin/python -m compileall -q /tmp/lq-before lakequery
+    .venv/bin/python -m benchmarks.fresh_ops --before /tmp/lq-before --reps 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.bytecode import REPO, compile_sources
+
+_PROLOGUE = """import numpy as np, pyarrow as pa
+import lakequery as lq
+ids = pa.Array.from_buffers(pa.int64(), 1000, [None, pa.py_buffer(np.arange(1000))])
+t = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids], names=["id"])])
+"""
+
+OPS = {
+    "lq.write of a new table": "lq.write(D + '/w', t)",
+    "DELETE (deletion vector)": "lq.DeltaTable(B).delete('id = 3')",
+    "filtered to_duckdb() + count(*)": (
+        "lq.DeltaTable(B).snapshot().scan(filter='id > 50').to_duckdb()"
+        ".aggregate('count(*)').fetchall()"
+    ),
+    "CLI describe (in-process main)": (
+        "import contextlib, io\nfrom lakequery.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['describe', B])\n    except SystemExit:\n        pass"
+    ),
+}
+
+
+def _python(code: str, tree: str, cwd: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=tree)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="a lakequery source tree to compare")
+    parser.add_argument("--reps", type=int, default=9)
+    args = parser.parse_args()
+    compile_sources()
+    trees = {"before": str(Path(args.before).resolve()), "now": str(REPO)}
+    base = tempfile.mkdtemp(prefix="lq-fresh-ops-")
+    walls: dict[tuple[str, str], list[float]] = {}
+    pandas: dict[tuple[str, str], str] = {}
+    try:
+        for _ in range(args.reps):
+            for label, tree in trees.items():
+                for name, op in OPS.items():
+                    d = tempfile.mkdtemp(dir=base)
+                    setup = _python(_PROLOGUE + f"lq.write({d!r} + '/b', t)", tree, base)
+                    if setup.returncode:
+                        raise RuntimeError(setup.stderr[-2000:])
+                    code = (
+                        _PROLOGUE
+                        + f"D = {d!r}\nB = D + '/b'\n{op}\n"
+                        + "import sys\nprint('pandas' in sys.modules)"
+                    )
+                    t0 = time.perf_counter()
+                    out = _python(code, tree, base)
+                    wall = time.perf_counter() - t0
+                    if out.returncode:
+                        raise RuntimeError(f"{name} ({label}):\n{out.stderr[-2000:]}")
+                    walls.setdefault((name, label), []).append(wall)
+                    pandas[(name, label)] = out.stdout.strip().splitlines()[-1]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"median of {args.reps}; before = {trees['before']}, now = {trees['now']}\n")
+    print("| fresh process | before (s) | now (s) | pandas imported (before / now) |")
+    print("|---|---:|---:|---|")
+    for name in OPS:
+        b, n = (statistics.median(walls[(name, t)]) for t in ("before", "now"))
+        print(
+            f"| {name} | {b:.3f} | {n:.3f} | {pandas[(name, 'before')]} / {pandas[(name, 'now')]} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
