@@ -157,10 +157,11 @@ import json, sys
 import lakequery as lq
 snap = lq.DeltaTable({uri!r}).snapshot()
 total = snap.scan().to_duckdb().aggregate("sum(id)").fetchall()[0][0]
-print(json.dumps(dict(total=total, segment=snap.version,
+print(json.dumps(dict(total=total, version=snap.version,
                       loaded="pyarrow.parquet" in sys.modules)))
 """
     got = _run(code, tmp_path)
+    assert got["version"] == 3  # the checkpoint at version 2 and one commit after it
     assert got["total"] == sum(range(3)) + sum(i + 10 for i in range(3)) + 99
     assert got["loaded"] is False
 
