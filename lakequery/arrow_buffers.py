@@ -42,8 +42,13 @@ def int64_array(values: Any) -> pa.Int64Array:
 def bool_array(values: Any) -> pa.BooleanArray:
     """A ``bool`` array over ``values`` (a NumPy array or anything NumPy converts)."""
     flags = np.ascontiguousarray(values, dtype=np.bool_)
-    bits: Any = np.packbits(flags, bitorder="little")
-    out: Any = pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(bits)])
+    return bits_array(np.packbits(flags, bitorder="little"), len(flags))
+
+
+def bits_array(bits: Any, n: int) -> pa.BooleanArray:
+    """A ``bool`` array of ``n`` values over already packed bits (a NumPy ``uint8`` array,
+    least significant bit first, e.g. ``udfs.dv_mask.keep_bits``)."""
+    out: Any = pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
     return out  # type: ignore[no-any-return]
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from lakequery.arrow_buffers import bits_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
 from lakequery.engines.variant_files import has_variant, variant_files
@@ -158,7 +159,7 @@ class _Reader:
             lo, hi = np.searchsorted(deleted, [offset, offset + n])
             if hi > lo:  # rows of this batch are deleted: keep bits, packed as Arrow's
                 bits: Any = keep_bits(deleted[lo:hi] - offset, n)
-                keep: Any = pa.BooleanArray.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+                keep = bits_array(bits, n)
                 raw = _filter(raw, keep)
             offset += n
             if raw.num_rows:

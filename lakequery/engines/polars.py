@@ -16,7 +16,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from lakequery.arrow_buffers import bool_array, int64_array
+from lakequery.arrow_buffers import bits_array, bool_array, int64_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
     ColumnSpec,
@@ -142,7 +142,7 @@ def _deletion_callback(
         total = int(offsets[-1])
         bits: Any = keep_bits(np.concatenate(positions), total)
         # Arrow arrays from buffers, not pa.array: its first call imports pandas
-        values = pa.BooleanArray.from_buffers(pa.bool_(), total, [None, pa.py_buffer(bits)])
+        values = bits_array(bits, total)
         missing: Any = bool_array([f is None for f in found])
         starts = int64_array(offsets)
         list_type: Any = pa.LargeListArray

@@ -63,7 +63,6 @@ class LocalStorage(Storage):
     def check_links(self, files: pa.Table) -> None:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
         are, or lie below, a symbolic link leading out of the table root."""
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         from lakequery.dv.descriptor import u_prefixes
@@ -83,10 +82,8 @@ class LocalStorage(Storage):
                 )
                 # no Python value becomes an Arrow scalar (pyarrow would import pandas)
                 on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
-                dirs = u_prefixes(path.filter(on_disk))
-                # not combine_chunks: for no chunks it builds the empty array from Python
-                # values, which imports pandas
-                dv_dirs = pa.concat_arrays(dirs.chunks) if dirs.num_chunks else None
+                # chunked as it is (combine_chunks of no chunks would import pandas)
+                dv_dirs = u_prefixes(path.filter(on_disk))
         self.links.check_relative(relative, dv_dirs)
 
     def check_write_directory(self, directory: str) -> None:

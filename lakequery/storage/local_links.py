@@ -136,7 +136,9 @@ class LinkGuard:
         return found
 
     def check_relative(
-        self, files: pa.Array[Any] | pa.ChunkedArray[Any], dv_dirs: pa.Array[Any] | None = None
+        self,
+        files: pa.Array[Any] | pa.ChunkedArray[Any],
+        dv_dirs: pa.Array[Any] | pa.ChunkedArray[Any] | None = None,
     ) -> None:
         """Refuses the table's files that are (or lie below) a link leading outside.
 
