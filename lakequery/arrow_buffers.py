@@ -13,10 +13,14 @@ Example:
     ([0, 1, 2], [True, False, True])
     >>> int64_scalar(0).as_py(), int_values(int64_array([5, 6]).slice(1)).tolist()
     (0, [6])
+    >>> python_array([{"a": 1, "b": ["x"]}, None], pa.struct([("a", pa.int32()),
+    ...     ("b", pa.list_(pa.string()))])).to_pylist()
+    [{'a': 1, 'b': ['x']}, None]
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -73,3 +77,79 @@ def int64_scalar(value: int) -> pa.Int64Scalar:
     """``value`` as an ``int64`` Arrow scalar (e.g. for ``pc.fill_null``)."""
     out: Any = int64_array(np.array([value]))[0]
     return out  # type: ignore[no-any-return]
+
+
+def python_scalar(value: Any, typ: pa.DataType) -> pa.Scalar[Any]:
+    """``value`` (None for null) as an Arrow scalar of ``typ`` (see :func:`python_array`);
+    e.g. a ``pc.map_lookup`` key or a ``pc.fill_null`` replacement."""
+    out: Any = python_array([value], typ)[0]
+    return out  # type: ignore[no-any-return]
+
+
+def python_array(values: Sequence[Any], typ: pa.DataType) -> pa.Array[Any]:
+    """An Arrow array of ``typ`` from Python values (None is null), built buffer by buffer.
+
+    For the few rows lakequery makes from Python objects (a checkpoint's protocol and
+    metadata rows, a lookup key). Types: null, boolean, signed integers, string, binary, list,
+    map (a ``Mapping`` or a list of pairs) and struct (a ``Mapping``; missing fields are
+    null). Anything else raises TypeError.
+    """
+    n = len(values)
+    valid = np.fromiter((v is not None for v in values), dtype=np.bool_, count=n)
+    validity = None if valid.all() else _buffer(np.packbits(valid, bitorder="little"))
+    t = pa.types
+    if t.is_null(typ):
+        return pa.nulls(n)
+    if t.is_boolean(typ):
+        flags = np.fromiter((bool(v) for v in values), dtype=np.bool_, count=n)
+        bits = _buffer(np.packbits(flags, bitorder="little"))
+        out: Any = pa.Array.from_buffers(typ, n, [validity, bits])
+        return out  # type: ignore[no-any-return]
+    if t.is_signed_integer(typ):
+        data = np.fromiter(
+            (0 if v is None else int(v) for v in values), f"i{typ.bit_width // 8}", n
+        )
+        out = pa.Array.from_buffers(typ, n, [validity, _buffer(data)])
+        return out  # type: ignore[no-any-return]
+    if t.is_string(typ) or t.is_binary(typ):
+        text = t.is_string(typ)
+        encoded = [b"" if v is None else str(v).encode() if text else bytes(v) for v in values]
+        offsets = _offsets([len(b) for b in encoded])
+        data_buffer = pa.py_buffer(b"".join(encoded))
+        out = pa.Array.from_buffers(typ, n, [validity, _buffer(offsets), data_buffer])
+        return out  # type: ignore[no-any-return]
+    if t.is_map(typ):
+        rows = [[] if v is None else list(v.items() if hasattr(v, "items") else v) for v in values]
+        keys = python_array([k for r in rows for k, _ in r], typ.key_type)
+        items = python_array([x for r in rows for _, x in r], typ.item_type)
+        entries = pa.StructArray.from_arrays([keys, items], fields=[typ.key_field, typ.item_field])
+        offsets = _buffer(_offsets([len(r) for r in rows]))
+        out = pa.Array.from_buffers(typ, n, [validity, offsets], children=[entries])
+        return out  # type: ignore[no-any-return]
+    if t.is_list(typ):
+        lists = [[] if v is None else list(v) for v in values]
+        child = python_array([x for r in lists for x in r], typ.value_type)
+        offsets = _buffer(_offsets([len(r) for r in lists]))
+        out = pa.Array.from_buffers(typ, n, [validity, offsets], children=[child])
+        return out  # type: ignore[no-any-return]
+    if t.is_struct(typ):
+        fields = [typ.field(i) for i in range(typ.num_fields)]
+        children = [
+            python_array([None if v is None else v.get(f.name) for v in values], f.type)
+            for f in fields
+        ]
+        out = pa.Array.from_buffers(typ, n, [validity], children=children)
+        return out  # type: ignore[no-any-return]
+    raise TypeError(f"python_array does not build {typ}")
+
+
+def _offsets(lengths: Sequence[int]) -> Any:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lengths, dtype=np.int64), out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError("python_array: more than 2 GiB of values in one array")
+    return offsets.astype(np.int32)
+
+
+def _buffer(data: Any) -> pa.Buffer:
+    return pa.py_buffer(data)

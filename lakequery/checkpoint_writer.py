@@ -33,9 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakequery.arrow_buffers import bool_array, empty_table, python_array
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.errors import VersionNotFoundError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
@@ -357,7 +359,7 @@ def _layout(state: TableState) -> _Layout:
     specs = partition_specs(state.metadata, state.protocol)
     parsed = None
     if as_struct and specs:
-        probe = partition_struct(pa.array([], _STR_MAP), specs)
+        probe = partition_struct(pa.nulls(0, _STR_MAP), specs)
         parsed = pa.struct(
             [pa.field(key, probe.type.field(i).type) for i, (_, key, _) in enumerate(specs)]
         )
@@ -447,7 +449,7 @@ def _table(schema: pa.Schema, column: str, values: pa.Array[Any]) -> pa.Table:
 def _header(state: TableState, layout: _Layout, schema: pa.Schema) -> Iterator[pa.Table]:
     for column, values in _non_file_rows(state, layout).items():
         if values:
-            yield _table(schema, column, pa.array(values, type=schema.field(column).type))
+            yield _table(schema, column, python_array(values, schema.field(column).type))
 
 
 def _struct(children: Sequence[pa.Array[Any]], typ: pa.StructType) -> pa.StructArray:
@@ -504,7 +506,7 @@ def _remove_batches(removes: pa.Table, schema: pa.Schema) -> Iterator[pa.Table]:
         children = chunk.flatten()
         names = [chunk.type.field(i).name for i in range(chunk.type.num_fields)]
         by_name = dict(zip(names, children, strict=True))
-        by_name["dataChange"] = pa.nulls(len(chunk), pa.bool_()).fill_null(False)
+        by_name["dataChange"] = bool_array(np.zeros(len(chunk), dtype=np.bool_))
         yield _table(schema, "remove", _struct([by_name[f.name] for f in _REMOVE], _REMOVE))
 
 
@@ -529,7 +531,7 @@ def _write_tables(sink: Any, schema: pa.Schema, tables: Iterator[pa.Table]) -> t
                 pending, pending_rows = [], 0
         if pending or rows == 0:
             writer.write_table(
-                pa.concat_tables(pending) if pending else schema.empty_table(),
+                pa.concat_tables(pending) if pending else empty_table(schema),
                 row_group_size=ROW_GROUP_ROWS,
             )
     return rows, adds

@@ -48,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import python_scalar
 from lakequery.errors import SchemaError
 from lakequery.protocol.schema import (
     DecimalType,
@@ -80,7 +81,7 @@ def _type_label(t: DeltaType) -> str:
 
 def _as_strings(values: Any) -> Any:
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], _STRING)
+        values = values.combine_chunks() if values.num_chunks else pa.nulls(0, _STRING)
     if pa.types.is_dictionary(values.type):
         values = pc.cast(values, values.type.value_type)
     if not pa.types.is_string(values.type):
@@ -90,7 +91,7 @@ def _as_strings(values: Any) -> Any:
 
 def _check(ok: Any, strings: Any, column: str, t: DeltaType) -> None:
     """Raise naming the first non-null value whose ``ok`` flag is false."""
-    bad = pc.and_(pc.is_valid(strings), pc.invert(pc.fill_null(ok, False)))
+    bad = pc.and_(pc.is_valid(strings), pc.invert(pc.fill_null(ok, _bool(False))))
     if pc.any(bad).as_py():
         shown = strings.filter(bad)[0].as_py()
         raise SchemaError(
@@ -124,8 +125,8 @@ def _cast(
 
 def _parse_bool(strings: Any, column: str, t: DeltaType) -> Any:
     low = pc.utf8_lower(strings)
-    is_true = pc.equal(low, pa.scalar("true"))
-    _check(pc.or_(is_true, pc.equal(low, pa.scalar("false"))), strings, column, t)
+    is_true = pc.equal(low, python_scalar("true", _STRING))
+    _check(pc.or_(is_true, pc.equal(low, python_scalar("false", _STRING))), strings, column, t)
     return is_true
 
 
@@ -134,8 +135,9 @@ def _parse_timestamp(strings: Any, t: DeltaType, column: str) -> Any:
         zoned = pc.match_substring_regex(strings, _ZONE_RE)
         _check(pc.invert(zoned), strings, column, t)
         return _cast(strings, pa.timestamp("us"), column, t)
-    zoned = pc.fill_null(pc.match_substring_regex(strings, _ZONE_RE), True)
-    with_zone = pc.if_else(zoned, strings, pc.binary_join_element_wise(strings, "Z", ""))
+    zoned = pc.fill_null(pc.match_substring_regex(strings, _ZONE_RE), _bool(True))
+    z, empty = python_scalar("Z", _STRING), python_scalar("", _STRING)
+    with_zone = pc.if_else(zoned, strings, pc.binary_join_element_wise(strings, z, empty))
     with_zone = pc.replace_substring_regex(with_zone, _SPACED_ZONE_RE, r"\1\2")
     return _cast(with_zone, pa.timestamp("us", tz="UTC"), column, t, original=strings)
 
@@ -144,7 +146,7 @@ def _decode_binary(strings: Any, encoding: str) -> Any:
     """Bytes of binary partition values (see the module docstring), vectorised."""
     n = len(strings)
     raw = pc.cast(strings, pa.binary())
-    escaped = pc.fill_null(pc.match_substring_regex(strings, _ESCAPED_RE), False)
+    escaped = pc.fill_null(pc.match_substring_regex(strings, _ESCAPED_RE), _bool(False))
     if n == 0 or (encoding == "utf-8" and not pc.any(escaped).as_py()):
         return raw
     offsets = np.frombuffer(raw.buffers()[1], dtype=np.int32)[raw.offset : raw.offset + n + 1]
@@ -180,7 +182,7 @@ def _decode_binary(strings: Any, encoding: str) -> Any:
         pa.py_buffer(values[keep].tobytes()),
     ]
     out = pa.Array.from_buffers(pa.binary(), n, buffers)
-    return pc.if_else(pc.is_valid(strings), out, pa.scalar(None, pa.binary()))
+    return pc.if_else(pc.is_valid(strings), out, python_scalar(None, pa.binary()))
 
 
 def parse_partition_values(
@@ -213,8 +215,10 @@ def parse_partition_values(
 
 
 def _parse(strings: Any, t: DeltaType, column: str, binary_encoding: str) -> Any:
-    present = pc.fill_null(pc.not_equal(pc.binary_length(strings), pa.scalar(0, pa.int32())), False)
-    strings = pc.if_else(present, strings, pa.scalar(None, _STRING))
+    present = pc.fill_null(
+        pc.not_equal(pc.binary_length(strings), python_scalar(0, pa.int32())), _bool(False)
+    )
+    strings = pc.if_else(present, strings, python_scalar(None, _STRING))
     if not isinstance(t, PrimitiveType):
         raise SchemaError(f"partition column {column!r}: nested type cannot be a partition column")
     target = to_arrow_type(t)
@@ -262,7 +266,7 @@ def partition_struct(
     """
     pv: Any = partition_values
     if isinstance(pv, pa.ChunkedArray):
-        pv = pv.combine_chunks() if pv.num_chunks else pa.array([], pa.map_(_STRING, _STRING))
+        pv = pv.combine_chunks() if pv.num_chunks else pa.nulls(0, pa.map_(_STRING, _STRING))
     if pa.types.is_list(pv.type) or pa.types.is_large_list(pv.type):
         entries = pv.type.value_type
         if not pa.types.is_struct(entries) or entries.num_fields != 2:
@@ -276,10 +280,19 @@ def partition_struct(
     if not pa.types.is_map(pv.type):
         raise SchemaError(f"partitionValues must be a map, got {pv.type}")
     key_type = pv.type.key_type
-    strings = [pc.map_lookup(pv, pa.scalar(key, key_type), "first") for _, key, _ in columns]
+    strings = [pc.map_lookup(pv, _key(key, key_type), "first") for _, key, _ in columns]
     return partition_struct_from_strings(
         strings, columns, length=len(pv), binary_encoding=binary_encoding
     )
+
+
+def _bool(value: bool) -> pa.Scalar[Any]:
+    return python_scalar(value, pa.bool_())
+
+
+def _key(key: str, key_type: pa.DataType) -> pa.Scalar[Any]:
+    # pa.scalar of a Python value imports pandas in a fresh process (0.15-0.2 s)
+    return python_scalar(key, key_type) if key_type == _STRING else pa.scalar(key, key_type)
 
 
 def partition_struct_from_strings(
