@@ -49,7 +49,7 @@ import numpy.typing as npt
 
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
-from lakequery.engines.sql_types import glob_literal, quote_str
+from lakequery.engines.sql_types import glob_list_literal
 from lakequery.protocol.predicate_ast import referenced_columns
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def footer_rows(
     may respell it."""
     todo = [f for f in dict.fromkeys(files) if f not in _FOOTER_ROWS]
     if todo:
-        paths = "[" + ", ".join(quote_str(glob_literal(p)) for p, _, _ in todo) + "]"
+        paths = glob_list_literal([p for p, _, _ in todo])
         got = {
             key(str(name)): int(n)
             for name, n in con.execute(

@@ -7,6 +7,7 @@ this module adds the nested types scans need.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -17,7 +18,14 @@ from lakequery.protocol.predicate_sql import quote_identifier as quote_ident
 from lakequery.protocol.predicate_sql import quote_string as quote_str
 from lakequery.protocol.predicate_sql import sql_literal
 
-__all__ = ["duckdb_type", "glob_literal", "literal", "quote_ident", "quote_str"]
+__all__ = [
+    "duckdb_type",
+    "glob_list_literal",
+    "glob_literal",
+    "literal",
+    "quote_ident",
+    "quote_str",
+]
 
 
 def duckdb_type(t: pa.DataType) -> str:
@@ -43,6 +51,25 @@ def glob_literal(path: str) -> str:
     """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
     one-character classes); the ``filename`` column still reports the plain path."""
     return path.translate(_GLOB_ESCAPES)
+
+
+def glob_list_literal(paths: Sequence[str]) -> str:
+    """A DuckDB list of string literals, one per path, each escaped as by
+    :func:`glob_literal`: the escaping and quoting run once over the joined text (a
+    ``read_parquet`` of many files spelled path by path took ~4 µs per file in Python).
+
+    Example:
+        >>> glob_list_literal(["/t/a.parquet", "/t/it's[1].parquet"])
+        "['/t/a.parquet', '/t/it''s[[]1].parquet']"
+    """
+    if not paths:
+        return "[]"
+    joined = "\x00".join(paths)
+    if joined.count("\x00") != len(paths) - 1:  # a NUL inside a path: spliced per path
+        return "[" + ", ".join(quote_str(glob_literal(p)) for p in paths) + "]"
+    if "*" in joined or "?" in joined or "[" in joined:
+        joined = joined.translate(_GLOB_ESCAPES)
+    return "['" + joined.replace("'", "''").replace("\x00", "', '") + "']"
 
 
 _GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from lakequery.duckdb_private import private_cursor
-from lakequery.engines.sql_types import glob_literal, quote_str
+from lakequery.engines.sql_types import glob_list_literal
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
 from lakequery.protocol.schema import (
@@ -122,7 +122,7 @@ def _inspect(
     cur = con if con is not None else private_cursor()
     storage.register_duckdb(cur)
     by_path = {storage.duckdb_path(p): p for p in locations}
-    files = "[" + ", ".join(quote_str(glob_literal(p)) for p in by_path) + "]"
+    files = glob_list_literal(list(by_path))
     try:
         rows = cur.sql(
             "SELECT file_name, bool_or(duckdb_type = 'VARIANT'), bool_or(name = 'typed_value') "

@@ -1,0 +1,132 @@
+"""What the engines decide about a scan's files before reading them: whether Hive
+directories may stand in for the log's partition values (`hive_layout`), which footers
+represent every file's schema (`_schema_representatives`), and how a list of paths is
+spelled for DuckDB. Each decision is checked against the rows the engines then return."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from tablekit import TableKit
+
+import lakequery as lq
+from lakequery.engines.duckdb import _schema_representatives
+from lakequery.engines.layout import hive_layout
+from lakequery.engines.sql_types import glob_list_literal, glob_literal, quote_str
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("s", pa.string()),
+        ("i", pa.int32()),
+        ("d", pa.date32()),
+        ("b", pa.bool_()),
+    ]
+)
+PARTS = ["s", "i", "d", "b"]
+PLAIN = {"s": "x_1.a+b-c", "i": -7, "d": dt.date(2024, 2, 29), "b": True}
+
+
+def _table(root: Path, files: list[tuple[dict[str, Any], str | None]]) -> TableKit:
+    """One file per entry: (partition values, where to move it relative to the root, or
+    None to leave it in the Hive directories TableKit writes)."""
+    kit = TableKit(root)
+    kit.create(SCHEMA, partition_by=PARTS)
+    adds = []
+    for n, (values, moved) in enumerate(files):
+        data = pa.table({"id": pa.array([n], pa.int64())})
+        add = kit.write_parquet(data, partition_values=values)
+        if moved is not None:
+            target = root / moved
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(root / add["add"]["path"]), target)
+            add["add"]["path"] = moved
+        adds.append(add)
+    kit.commit(adds)
+    return kit
+
+
+def _check(kit: TableKit) -> bool:
+    """hive_layout's answer, after checking that every engine returns the log's values."""
+    scan = lq.DeltaTable(kit.uri).snapshot().scan()
+    answer = hive_layout(scan)
+    want = scan.to_arrow().sort_by("id")
+    got = scan.to_duckdb().order("id").arrow()
+    got = got.read_all() if hasattr(got, "read_all") else got
+    assert got.cast(want.schema).equals(want)
+    return answer
+
+
+def test_hive_directories_that_spell_the_values_are_used(tmp_path: Path) -> None:
+    other = {"s": "Y", "i": 0, "d": dt.date(1999, 12, 31), "b": False}
+    assert _check(_table(tmp_path / "t", [(PLAIN, None), (other, None), (PLAIN, None)]))
+
+
+def test_a_root_with_spaces_and_pattern_characters(tmp_path: Path) -> None:
+    root = tmp_path / "a b (1)+[c]{2}^$|?*.d"
+    assert _check(_table(root, [(PLAIN, None)]))
+
+
+@pytest.mark.parametrize(
+    ("values", "moved"),
+    [
+        ({**PLAIN, "s": "a b"}, None),  # a value Hive parsers may not read back unchanged
+        ({**PLAIN, "s": "100%"}, None),  # escaped in the directory name
+        ({**PLAIN, "i": None}, None),  # null
+        (PLAIN, "flat/f.parquet"),  # no partition directories
+        (PLAIN, "s=x_1.a+b-c/i=-7/d=2024-02-29/b=true/z=1/f.parquet"),  # col=value below
+        (PLAIN, "s=x_1.a+b-c/i=7/d=2024-02-29/b=true/f.parquet"),  # directory says 7
+        (PLAIN, "i=-7/s=x_1.a+b-c/d=2024-02-29/b=true/f.parquet"),  # columns out of order
+    ],
+)
+def test_anything_else_falls_back_to_the_logs_values(
+    tmp_path: Path, values: dict[str, Any], moved: str | None
+) -> None:
+    assert not _check(_table(tmp_path / "t", [(PLAIN, None), (values, moved)]))
+
+
+def test_plain_subdirectories_below_the_partitions_are_fine(tmp_path: Path) -> None:
+    moved = "s=x_1.a+b-c/i=-7/d=2024-02-29/b=true/sub/f.parquet"
+    assert _check(_table(tmp_path / "t", [(PLAIN, None), (PLAIN, moved)]))
+
+
+def test_schema_representatives_one_footer_per_fingerprint(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    one = pa.table({"id": pa.array([1], pa.int64())})
+    two = pa.table({"id": pa.array([1], pa.int64()), "v": pa.array(["x"])})
+    lq.write(uri, one)
+    lq.write(uri, one, mode="append")
+    lq.write(uri, two, mode="append", schema_mode="merge")
+    kit = TableKit(uri)
+    kit.commit([kit.write_parquet(one, stats=False)])  # untagged
+    lq.write(uri, one, mode="append")
+    kit.commit([kit.write_parquet(one, stats=False)])  # untagged
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    locations = scan.plan().location_list
+    tags = scan.plan().files.column("tags").to_pylist()
+    fingerprints = [dict(t or []).get("lakequery.parquetSchema") for t in tags]
+    seen: set[str] = set()
+    want = []
+    for loc, fp in zip(locations, fingerprints, strict=True):
+        if fp is None or fp not in seen:
+            want.append(loc)
+            seen.update([fp] if fp else [])
+    assert sum(fp is None for fp in fingerprints) == 2
+    assert len(set(fp for fp in fingerprints if fp)) == 2
+    assert _schema_representatives(scan) == want
+    assert sorted(scan.to_duckdb().arrow().read_all().column("id").to_pylist()) == [1] * 6
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [[], ["/t/a.parquet"], ["/t/it's[1].parquet", "/t/x*?y", "/t/a b"], ["/t/nul\x00z", "/t/c"]],
+)
+def test_a_list_of_paths_is_spelled_as_each_path_would_be(paths: list[str]) -> None:
+    assert (
+        glob_list_literal(paths) == "[" + ", ".join(quote_str(glob_literal(p)) for p in paths) + "]"
+    )
