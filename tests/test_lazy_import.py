@@ -305,3 +305,31 @@ print(json.dumps(dict(first=[repr(v) for v in rows[0].values()],
         "Decimal('3.25')",
         "b'ab'",
     ]
+
+
+def test_vacuum_imports_no_pandas(tmp_path: Path) -> None:
+    """VACUUM lists the table and keeps what the log references: its listing and its set
+    of referenced paths are Arrow arrays built from buffers, not from Python lists."""
+    uri = str(tmp_path / "t")
+    t = pa.table({"id": pa.array(range(10), pa.int64()), "k": pa.array([i % 3 for i in range(10)])})
+    lq.write(uri, t, partition_by=["k"], configuration={"delta.enableDeletionVectors": "true"})
+    lq.write(uri, t, mode="append")
+    lq.DeltaTable(uri).delete("id = 3")  # deletion vectors, kept
+    lq.DeltaTable(uri).delete("k = 1")  # removed files, deleted by VACUUM
+    before = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
+    code = f"""
+import json, os, sys
+import lakequery as lq
+dt = lq.DeltaTable({uri!r})
+dry = dt.vacuum(retention_hours=0, enforce_retention=False)
+done = dt.vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
+print(json.dumps(dict(dry=list(dry.files), done=list(done.files), deleted=done.files_deleted,
+                      gone=[not os.path.exists(p) for p in done.files],
+                      pandas="pandas" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["pandas"] is False
+    assert len(got["done"]) == got["deleted"] == 2  # the two k=1 files
+    assert sorted(got["dry"]) == sorted(got["done"]) and all(got["gone"])
+    after = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
+    assert after == before

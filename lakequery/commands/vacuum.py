@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakequery.arrow_buffers import int64_scalar, python_array
 from lakequery.commands.listing import list_tree
 from lakequery.commands.metrics import VacuumResult
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
@@ -84,6 +85,13 @@ def _dv_paths(storage: Storage, dvs: list[Any]) -> list[str]:
         if location.startswith(root):
             out.append(location[len(root) :])
     return out
+
+
+def _present_dvs(column: Any) -> list[Any]:
+    """The non-null ``deletionVector`` structs of a column, as Python dicts (a table's
+    files with DVs; the others are not converted)."""
+    present = column.filter(pc.is_valid(column))
+    return [dv for dv in present.to_pylist() if dv]
 
 
 def _tombstones(storage: Storage, state: TableState, cutoff_ms: int) -> pa.Table:
@@ -177,23 +185,23 @@ def vacuum(
 
     listing = list_tree(storage)
     paths = listing.column("path")
-    old = pc.less(listing.column("modified_ms"), pa.scalar(cutoff, pa.int64()))
+    old = pc.less(listing.column("modified_ms"), int64_scalar(cutoff))
     candidates = listing.filter(pc.and_(pc.invert(hidden_mask(paths)), old))
 
-    keep: list[str] = []
     if candidates.num_rows:
         live = state.files
-        keep += [str(p) for p in live.column("path").to_pylist()]
-        keep += _dv_paths(storage, live.column("deletion_vector").to_pylist())
         tomb = _tombstones(storage, state, cutoff)
-        keep += [str(p) for p in tomb.column("path").to_pylist()]
-        removes: Any = tomb.column("remove").combine_chunks()
-        if len(removes):
-            keep += _dv_paths(storage, pc.struct_field(removes, "deletionVector").to_pylist())
+        keep = _dv_paths(storage, _present_dvs(live.column("deletion_vector")))
+        if tomb.num_rows:  # (combine_chunks of no chunks would import pandas)
+            removes: Any = tomb.column("remove").combine_chunks()
+            keep += _dv_paths(storage, _present_dvs(pc.struct_field(removes, "deletionVector")))
         cdc: Any = pc.starts_with(candidates.column("path"), "_change_data/")
         if pc.any(cdc).as_py():
             keep += _retained_cdc_paths(storage, props, cutoff)
-        referenced = pa.array(keep, pa.string())
+        # the data files stay Arrow: no Python string per live file
+        chunks = [*live.column("path").chunks, *tomb.column("path").chunks]
+        chunks = [pc.cast(c, pa.string()) for c in chunks] + [python_array(keep, pa.string())]
+        referenced = pa.concat_arrays(chunks)
         candidates = candidates.filter(
             pc.invert(pc.is_in(candidates.column("path"), value_set=referenced))
         )
