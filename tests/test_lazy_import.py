@@ -333,3 +333,31 @@ print(json.dumps(dict(dry=list(dry.files), done=list(done.files), deleted=done.f
     assert sorted(got["dry"]) == sorted(got["done"]) and all(got["gone"])
     after = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
     assert after == before
+
+
+def test_partition_only_commands_import_no_pandas(tmp_path: Path) -> None:
+    """A DELETE, an overwrite ``predicate`` and an OPTIMIZE ``predicate`` on partition
+    columns pick whole files by their partition values; DuckDB evaluates the predicate
+    (pyarrow's datasets would import pandas)."""
+    uri = str(tmp_path / "t")
+    t = pa.table({"id": pa.array(range(12), pa.int64()), "k": pa.array([i % 4 for i in range(12)])})
+    lq.write(uri, t, partition_by=["k"])
+    lq.write(uri, t, mode="append")
+    code = f"""
+import json, sys
+import numpy as np
+import pyarrow as pa
+import lakequery as lq
+from lakequery.arrow_buffers import int64_array
+dt = lq.DeltaTable({uri!r})
+deleted = dt.delete("k = 1 OR k IS NULL").num_removed_files
+t = pa.table({{"id": int64_array(np.array([100])), "k": int64_array(np.array([2]))}})
+replaced = lq.write({uri!r}, t, mode="overwrite", predicate="k = 2").num_removed_files
+compacted = dt.optimize(predicate="k >= 3").files_removed
+print(json.dumps(dict(counts=[deleted, replaced, compacted], pandas="pandas" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["pandas"] is False
+    assert got["counts"] == [2, 2, 2]  # two files per partition, from the two writes
+    ids = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
+    assert ids == sorted([i for i in range(12) if i % 4 in (0, 3)] * 2 + [100])

@@ -92,15 +92,29 @@ def only_partition_columns(predicate: str, snapshot: Snapshot) -> bool:
 
 
 def partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
-    """Exact per-file truth of a partition-only predicate (NULL counts as no match)."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
+    """Exact per-file truth of a partition-only predicate (NULL counts as no match).
 
-    from lakequery.protocol.predicates import bind, parse_predicate, to_pyarrow
+    DuckDB evaluates it over the typed partition values, as the DuckDB engine evaluates a
+    scan's filter over the rows (pyarrow's datasets would import pandas on first use)."""
+    import numpy as np
 
+    from lakequery.arrow_buffers import bool_array, int64_array
+    from lakequery.duckdb_private import private_cursor
+    from lakequery.protocol.predicates import bind, parse_predicate, to_duckdb_sql
+
+    n = files.num_rows
+    if n == 0:
+        return bool_array(np.zeros(0, dtype=np.bool_))
     struct: Any = files.column("partition_values").combine_chunks()
     values = pa.Table.from_struct_array(struct)
-    expr = to_pyarrow(bind(parse_predicate(predicate), values.schema))
-    out: Any = ds.dataset(values).to_table(columns={"m": expr}).column("m").combine_chunks()
-    result: pa.Array[Any] = pc.fill_null(out, False)  # type: ignore[arg-type]
+    cond = to_duckdb_sql(bind(parse_predicate(predicate), values.schema))
+    con = private_cursor()
+    try:
+        rel = con.from_arrow(values.append_column("__lq_rid", int64_array(np.arange(n))))
+        sql = f"SELECT COALESCE({cond}, FALSE) AS m FROM __lq_values ORDER BY __lq_rid"
+        result: pa.Array[Any] = (
+            rel.query("__lq_values", sql).to_arrow_table().column("m").combine_chunks()
+        )
+    finally:
+        con.close()
     return result
