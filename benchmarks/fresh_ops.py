@@ -4,8 +4,10 @@ Each measurement is a new ``python -c`` (run from an empty directory, so that
 ``PYTHONPATH`` decides which tree is imported) that builds a 1,000-row table in memory
 without converting Python values, then runs one operation and reports whether pandas
 was imported: ``lq.write`` of a new table, a DELETE through a deletion vector, a filtered
-DuckDB read and the CLI's ``describe``. The table an operation needs is written by the
-same tree beforehand, untimed. Trees alternate; medians are printed.
+DuckDB read, the CLI's ``describe``, an append that lands on a checkpoint (version 10), a
+VACUUM dry run and a DELETE of a whole partition. The table an operation needs is written
+by the same tree beforehand, untimed (:data:`SETUP`). Trees alternate; medians are
+printed.
 
 Usage (the section "pandas kept out of writes, DML and filtered reads" of RESULTS.md §8)::
 
@@ -32,6 +34,8 @@ _PROLOGUE = """import numpy as np, pyarrow as pa
 import lakequery as lq
 ids = pa.Array.from_buffers(pa.int64(), 1000, [None, pa.py_buffer(np.arange(1000))])
 t = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids], names=["id"])])
+ks = pa.Array.from_buffers(pa.int64(), 1000, [None, pa.py_buffer(np.arange(1000) % 4)])
+tk = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids, ks], names=["id", "k"])])
 """
 
 OPS = {
@@ -46,6 +50,19 @@ OPS = {
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main(['describe', B])\n    except SystemExit:\n        pass"
     ),
+    "append landing on a checkpoint": "lq.write(B, t, mode='append')",
+    "VACUUM (dry run)": "lq.DeltaTable(B).vacuum(retention_hours=0, enforce_retention=False)",
+    "DELETE of a partition": "lq.DeltaTable(B).delete('k = 1')",
+}
+
+#: The table each operation finds at ``B`` (default: one write of ``t``).
+SETUP = {
+    "lq.write of a new table": "pass",
+    "append landing on a checkpoint": (
+        "lq.write(B, t)\nfor _ in range(9):\n    lq.write(B, t, mode='append')"
+    ),
+    "VACUUM (dry run)": "lq.write(B, t)\nlq.write(B, t, mode='overwrite')",
+    "DELETE of a partition": "lq.write(B, tk, partition_by=['k'])",
 }
 
 
@@ -71,7 +88,8 @@ def main() -> int:
             for label, tree in trees.items():
                 for name, op in OPS.items():
                     d = tempfile.mkdtemp(dir=base)
-                    setup = _python(_PROLOGUE + f"lq.write({d!r} + '/b', t)", tree, base)
+                    prepare = SETUP.get(name, "lq.write(B, t)")
+                    setup = _python(_PROLOGUE + f"B = {d!r} + '/b'\n{prepare}", tree, base)
                     if setup.returncode:
                         raise RuntimeError(setup.stderr[-2000:])
                     code = (
