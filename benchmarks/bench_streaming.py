@@ -12,6 +12,11 @@
    ``DeltaTable``, the process's cached state of the table dropped first), ``update()`` when nothing changed, and ``update()`` after one more
    commit that adds a file; ``deltalake``'s ``update_incremental()`` is measured the same
    way where it exists. Medians of ``--repeat``.
+3. **Spark micro-batch planning** (``--only spark``). The ``lakequery`` Spark source's
+   driver-side work per micro-batch, driven as Spark's driver would (no session):
+   ``latestOffset`` (where a rate-limited batch ends) and ``partitions`` (its read tasks),
+   on a table of ``--spark-commits`` appends of 5 files, ``maxFilesPerTrigger=10``,
+   starting at version 0. Medians over ``--repeat`` micro-batches.
 
 CLI::
 
@@ -185,6 +190,44 @@ def update_cost(files: int, repeat: int) -> dict[str, Any]:
     return out
 
 
+def spark_planning(commits: int, repeat: int) -> dict[str, Any]:
+    import pyarrow as pa
+
+    import lakequery as lq
+    from lakequery.spark.datasource_stream import (
+        DeltaStreamReader,
+        stream_read_options,
+        stream_schema,
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = str(Path(tmp) / "t")
+        t = pa.table({"id": pa.array(range(50), pa.int64()), "k": pa.array([0, 1, 2, 3, 4] * 10)})
+        lq.write(uri, t, partition_by=["k"])
+        for _ in range(commits):
+            lq.write(uri, t, mode="append")
+        opts = stream_read_options(
+            {"path": uri, "maxFilesPerTrigger": "10", "startingVersion": "0"}
+        )
+        reader = DeltaStreamReader(opts, stream_schema(opts), 2)
+        start = reader.initialOffset()
+        latest, parts = [], []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            end = reader.latestOffset(start, None)
+            t1 = time.perf_counter()
+            reader.partitions(start, end)
+            parts.append(time.perf_counter() - t1)
+            latest.append(t1 - t0)
+            start = end
+    return {
+        "commits": commits,
+        "micro_batches": repeat,
+        "latestOffset_ms": round(statistics.median(latest) * 1000, 1),
+        "partitions_ms": round(statistics.median(parts) * 1000, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=200_000)
@@ -192,8 +235,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--commits", type=int, default=40)
     ap.add_argument("--interval", type=float, default=0.25)
     ap.add_argument("--polls", default="0.05,0.25,1.0")
-    ap.add_argument("--only", choices=("follow", "update"))
+    ap.add_argument("--spark-commits", type=int, default=200)
+    ap.add_argument("--only", choices=("follow", "update", "spark"))
     args = ap.parse_args(argv)
+    if args.only == "spark":
+        print(json.dumps(spark_planning(args.spark_commits, args.repeat), indent=2))
+        return
     if args.only != "update":
         print("| poll interval (s) | commits | median latency | p95 | max |")
         print("|---:|---:|---:|---:|---:|")

@@ -85,6 +85,7 @@ from lakequery.spark.datasource_write import AddedFiles, DeltaWriter, PlannedWri
 from lakequery.spark.schema import logical_schema
 
 if TYPE_CHECKING:
+    from lakequery.scan import Scan
     from lakequery.streaming import StreamOffset
     from lakequery.table import DeltaTable
 
@@ -197,6 +198,9 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
         #: with Trigger.AvailableNow: the position after the last commit when the query
         #: started (no micro-batch goes past it)
         self._target: StreamOffset | None = None
+        #: the micro-batch _next_end planned to find its end, kept for partitions() to
+        #: take instead of parsing the same commits again: (start, end, its scans)
+        self._planned: tuple[StreamOffset, StreamOffset, list[Scan]] | None = None
 
     def _schema(self) -> SparkStruct:
         return SparkStruct.fromJson(json.loads(self.schema_json))
@@ -311,25 +315,31 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
         )
         first = next(iter(batches), None)
         # no batch: the range holds no files to deliver (OPTIMIZE, skipped commits)
-        return first.offset if first is not None else bound
+        if first is None:
+            return bound
+        self._planned = (begin, first.offset, _with_files(first._scan.scans))
+        return first.offset
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FilesPartition]:  # type: ignore[override]
+        from lakequery.streaming import StreamOffset
         from lakequery.streaming.source import stream
 
         self._last = end  # where the next micro-batch starts
         if start == end:
             return []
-        dt = self.options.table()
         requested = self._schema()
-        batches = list(
-            stream(
-                dt,
-                starting_offset=start,
-                ending_offset=end,
+        planned, self._planned = self._planned, None
+        begin, until = StreamOffset.parse(start), StreamOffset.parse(end)
+        if planned is not None and planned[:2] == (begin, until):
+            scans = planned[2]  # the range latestOffset just planned
+        else:  # e.g. a micro-batch replayed from Spark's offset log after a restart
+            batches = stream(
+                self.options.table(),
+                starting_offset=begin,
+                ending_offset=until,
                 **self._stream_args(),
             )
-        )
-        scans = [s for b in batches for s in b._scan.scans if s.plan().num_files]
+            scans = _with_files([s for b in batches for s in b._scan.scans])
         if not scans:
             return []
         meta = scans[0].snapshot.metadata
@@ -352,6 +362,10 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the table is read, never consumed."""
+
+
+def _with_files(scans: list[Scan]) -> list[Scan]:
+    return [s for s in scans if s.plan().num_files]
 
 
 def _as_dict(offset: StreamOffset) -> dict[str, Any]:

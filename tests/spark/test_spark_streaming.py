@@ -265,3 +265,58 @@ def test_a_stream_write_needs_append_and_a_query_id(
         if q.exception() is not None:
             raise q.exception()
     shutil.rmtree(tmp_path / "ck", ignore_errors=True)
+
+
+def _files(partitions: list[Any]) -> list[tuple[int, tuple[str, ...]]]:
+    """What a micro-batch's read tasks read: each unit's version and file paths."""
+    return sorted(
+        (u.version, tuple(u.files.column("path").to_pylist())) for p in partitions for u in p.units
+    )
+
+
+def test_a_micro_batch_is_planned_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """latestOffset plans a rate-limited micro-batch to find where it ends; partitions
+    takes that plan for the same range instead of parsing the commits again, and plans
+    anew for any other range (a micro-batch replayed from Spark's offset log). Driven as
+    Spark's driver would, without a session."""
+    import lakequery.streaming.source as source_module
+    from lakequery.spark.datasource_stream import (
+        DeltaStreamReader,
+        stream_read_options,
+        stream_schema,
+    )
+
+    uri = str(tmp_path / "t")
+    t = pa.table({"id": pa.array(range(6), pa.int64()), "k": pa.array([0, 1, 2] * 2)})
+    lq.write(uri, t, partition_by=["k"])
+    for _ in range(4):
+        lq.write(uri, t, mode="append")
+    options = {"path": uri, "maxFilesPerTrigger": "4", "startingVersion": "0"}
+    opts = stream_read_options(options)
+    calls = []
+    real = source_module.stream
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("ending_offset"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(source_module, "stream", counting)
+    reader = DeltaStreamReader(opts, stream_schema(opts), 2)
+    fresh = DeltaStreamReader(opts, stream_schema(opts), 2)  # never asked for an offset
+    start = reader.initialOffset()
+    batches = 0
+    while True:
+        end = reader.latestOffset(start, None)
+        if end == start:
+            break
+        before = len(calls)
+        planned = reader.partitions(start, end)
+        assert len(calls) == before  # no second parse of the range
+        assert _files(planned) == _files(fresh.partitions(start, end))
+        assert len(calls) == before + 1  # the fresh reader had to plan it
+        assert sum(p.units[0].files.num_rows for p in planned) <= 4
+        batches += 1
+        start = end
+    assert batches == 4  # 15 files (3 per commit, 5 commits), at most 4 per batch
+    assert reader.partitions(reader.initialOffset(), start)  # another range: planned anew
+    assert len(calls) == 2 * batches + 1
