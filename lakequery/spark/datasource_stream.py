@@ -202,6 +202,10 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
         #: take instead of parsing the same commits again: (start, end, its scans)
         self._planned: tuple[StreamOffset, StreamOffset, list[Scan]] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the planned micro-batch holds snapshots, and only the driver's copy uses it
+        return {**self.__dict__, "_planned": None}
+
     def _schema(self) -> SparkStruct:
         return SparkStruct.fromJson(json.loads(self.schema_json))
 

@@ -320,3 +320,27 @@ def test_a_micro_batch_is_planned_once(tmp_path: Path, monkeypatch: pytest.Monke
     assert batches == 4  # 15 files (3 per commit, 5 commits), at most 4 per batch
     assert reader.partitions(reader.initialOffset(), start)  # another range: planned anew
     assert len(calls) == 2 * batches + 1
+
+
+def test_a_reader_with_a_planned_micro_batch_pickles_without_it(tmp_path: Path) -> None:
+    """Spark ships the stream reader to its workers; the planned micro-batch (snapshots)
+    stays behind."""
+    import pickle
+
+    from lakequery.spark.datasource_stream import (
+        DeltaStreamReader,
+        stream_read_options,
+        stream_schema,
+    )
+
+    uri = str(tmp_path / "t")
+    for mode in ("error", "append", "append"):
+        lq.write(uri, pa.table({"id": pa.array([1, 2], pa.int64())}), mode=mode)
+    opts = stream_read_options({"path": uri, "maxFilesPerTrigger": "1", "startingVersion": "0"})
+    reader = DeltaStreamReader(opts, stream_schema(opts), 2)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, None)
+    assert reader._planned is not None
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._planned is None and reader._planned is not None
+    assert _files(copy.partitions(start, end)) == _files(reader.partitions(start, end))
