@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from lakequery.arrow_buffers import int64_array
+from lakequery.arrow_buffers import int64_array, int64_scalar, int_values, python_array
 from lakequery.dv import z85
 from lakequery.dv.bitmap import serialize
 from lakequery.dv.descriptor import Descriptor
@@ -361,7 +361,7 @@ def _fill_partition_values(
             (key, raws[k][i]) for k, (_, key, _) in enumerate(specs) if raws[k][i] is not None
         ]
     col = tasks.schema.get_field_index("pv")
-    return tasks.set_column(col, "pv", pa.array(pvs, tasks.schema.field("pv").type))
+    return tasks.set_column(col, "pv", python_array(pvs, tasks.schema.field("pv").type))
 
 
 def _file_actions(con: duckdb.DuckDBPyConnection, root: str) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -415,7 +415,7 @@ def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return table
     counts = table.column("num_records")
-    has_dv = pc.greater(dv_cardinalities(table), pa.scalar(0, pa.int64()))
+    has_dv = pc.greater(dv_cardinalities(table), int64_scalar(0))
     need = pc.and_(pc.is_null(counts), has_dv)
     if not pc.any(need).as_py():
         return table
@@ -425,7 +425,7 @@ def _fill_counts(storage: Storage, table: pa.Table) -> pa.Table:
     found = dict(zip(idx, footer_row_counts(storage, paths), strict=True))
     values = [found.get(i, v) for i, v in enumerate(counts.to_pylist())]
     col = table.schema.get_field_index("num_records")
-    return table.set_column(col, "num_records", pa.array(values, pa.int64()))
+    return table.set_column(col, "num_records", python_array(values, pa.int64()))
 
 
 def _selection_dv(keep: BitMap64, num_rows: int) -> dict[str, Any]:
@@ -559,7 +559,7 @@ def _layers(tasks: pa.Table) -> list[pa.Table]:
     layer = ranked.column("_layer")
     count = int(pc.max(layer).as_py()) + 1
     return [
-        ranked.filter(pc.equal(layer, pa.scalar(i, pa.int64()))).drop_columns(["_layer"])
+        ranked.filter(pc.equal(layer, int64_scalar(i))).drop_columns(["_layer"])
         for i in range(count)
     ]
 
@@ -581,7 +581,7 @@ def _files_table(
     versions = tasks.column("version").combine_chunks()
     first = min(times, default=0)
     by_offset = np.array([times.get(first + i, 0) for i in range(len(times))], dtype=np.int64)
-    offsets = versions.to_numpy(zero_copy_only=False) - first
+    offsets = int_values(versions).astype(np.int64) - first
     ms = int64_array(by_offset[offsets] if len(offsets) else np.empty(0, np.int64))
     raw: list[Any] = [parts.field(i) for i in range(len(specs))] if parts is not None else []
     extra = [c for c in metadata.partition_columns if c in CHANGE_COLUMNS]
@@ -591,7 +591,7 @@ def _files_table(
         elif name == COMMIT_VERSION:
             raw.append(versions)
         else:
-            us = pc.multiply(ms, pa.scalar(1000, pa.int64()))
+            us = pc.multiply(ms, int64_scalar(1000))
             raw.append(us.cast(pa.timestamp("us", tz="UTC")))
     cols: dict[str, Any] = {
         "path": tasks.column("path"),

@@ -361,3 +361,25 @@ print(json.dumps(dict(counts=[deleted, replaced, compacted], pandas="pandas" in 
     assert got["counts"] == [2, 2, 2]  # two files per partition, from the two writes
     ids = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
     assert ids == sorted([i for i in range(12) if i % 4 in (0, 3)] * 2 + [100])
+
+
+def test_a_stream_consumer_reading_through_duckdb_imports_no_pandas(tmp_path: Path) -> None:
+    """A short-lived consumer (resume from a stored offset, read the new batches, exit):
+    planning the batches and reading them with ``to_duckdb()`` load no pandas."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": pa.array([0, 1], pa.int64()), "k": pa.array([0, 1])}))
+    stored = list(lq.DeltaTable(uri).stream())[-1].offset.to_json()
+    for start in (2, 4, 6):
+        t = pa.table({"id": pa.array([start, start + 1], pa.int64()), "k": pa.array([0, 1])})
+        lq.write(uri, t, mode="append")
+    code = f"""
+import json, sys
+import lakequery as lq
+ids = []
+for batch in lq.DeltaTable({uri!r}).stream(starting_offset={stored!r}, max_files_per_batch=1):
+    ids += [r[0] for r in batch.to_duckdb().project("id").fetchall()]
+print(json.dumps(dict(ids=sorted(ids), pandas="pandas" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["ids"] == [2, 3, 4, 5, 6, 7]
+    assert got["pandas"] is False

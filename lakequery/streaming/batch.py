@@ -11,6 +11,7 @@ import pyarrow as pa
 from lakequery.streaming.offsets import StreamOffset
 
 if TYPE_CHECKING:
+    import duckdb
     import pandas as pd
     import polars as pl
 
@@ -78,6 +79,23 @@ class StreamBatch:
     def to_arrow(self) -> pa.Table:
         """The rows as one Arrow table."""
         return self.to_arrow_reader().read_all()
+
+    def to_duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
+        """The rows as a lazy DuckDB relation over DuckDB's own Parquet reader (the cheapest
+        start for a short-lived consumer: no ``pyarrow.dataset``, no pandas).
+
+        Args:
+            con: the connection to build the relation on (a new one when None).
+        """
+        rel = self._scan.to_duckdb(con)
+        if not self._constants:
+            return rel
+        from lakequery.engines.sql_types import literal, quote_ident
+
+        extra = ", ".join(
+            f"{literal(v.as_py(), v.type)} AS {quote_ident(n)}" for n, v in self._constants.items()
+        )
+        return rel.project(f"*, {extra}")
 
     def to_pandas(self, **kwargs: Any) -> pd.DataFrame:
         """The rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""

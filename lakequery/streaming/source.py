@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery import cdf
+from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
 from lakequery.errors import StreamError
 from lakequery.log_segment import internal_connection, list_log
@@ -150,9 +152,7 @@ class _Stream:
         per batch)."""
         n = len(sizes)
         max_files, max_bytes = self.opts.max_files, self.opts.max_bytes
-        running = (
-            pc.cumulative_sum(sizes.cast(pa.int64())).to_numpy() if max_bytes is not None else None
-        )
+        running = np.cumsum(_ints(sizes)) if max_bytes is not None else None
         lo = start
         while lo < n:
             hi = n if max_files is None else min(n, lo + max_files)
@@ -248,9 +248,9 @@ class _Stream:
     ) -> Iterator[StreamBatch]:
         adds = commits.adds
         versions = adds.column("version")
-        v0, i0 = pa.scalar(after.version, pa.int64()), pa.scalar(after.index, pa.int64())
+        v0, i0 = int64_scalar(after.version), int64_scalar(after.index)
         keep = pc.and_(
-            pc.invert(pc.is_in(versions, pa.array(skip, pa.int64()))),
+            pc.invert(pc.is_in(versions, int64_array(np.array(skip, dtype=np.int64)))),
             # after the offset: later versions, or later files of its version
             pc.or_(
                 pc.greater(versions, v0),
@@ -258,12 +258,9 @@ class _Stream:
             ),
         )
         if last_ok is not None:
-            keep = pc.and_(keep, pc.less_equal(versions, pa.scalar(last_ok, pa.int64())))
+            keep = pc.and_(keep, pc.less_equal(versions, int64_scalar(last_ok)))
         if self.until is not None and not self.until.snapshot:
-            v1, i1 = (
-                pa.scalar(self.until.version, pa.int64()),
-                pa.scalar(self.until.index, pa.int64()),
-            )
+            v1, i1 = int64_scalar(self.until.version), int64_scalar(self.until.index)
             keep = pc.and_(
                 keep,
                 pc.or_(
@@ -275,12 +272,8 @@ class _Stream:
         if adds.num_rows == 0:
             return
         # a version's last file: the batch that ends on it hands on to the next version
-        last_index = pc.equal(
-            adds.column("index"),
-            pc.subtract(adds.column("files_in_version"), 1),
-        ).to_numpy(zero_copy_only=False)
-        vs = adds.column("version").to_numpy()
-        idx = adds.column("index").to_numpy()
+        vs, idx = _ints(adds.column("version")), _ints(adds.column("index"))
+        last_index = idx == _ints(adds.column("files_in_version")) - 1
         for lo, hi in self.cuts(adds.column("size"), 0):
             part = adds.slice(lo, hi - lo)
             v, i = int(vs[hi - 1]), int(idx[hi - 1])
@@ -327,9 +320,16 @@ class _Stream:
                 filter=self.opts.filter,
             )
             offset = StreamOffset(last + 1, -1, False, self.metadata.id)
-            nbytes = sum(int(s.plan().files.column("size").to_numpy().sum()) for s in changes.scans)
+            nbytes = sum(int(_ints(s.plan().files.column("size")).sum()) for s in changes.scans)
             yield StreamBatch(changes, offset, nbytes)
             lo = hi
+
+
+def _ints(column: pa.ChunkedArray[Any]) -> Any:
+    """An integer column without nulls as one NumPy ``int64`` array (``to_numpy`` would
+    make pyarrow import pandas in a fresh process)."""
+    parts = [int_values(c).astype(np.int64) for c in column.chunks]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 def _bytes(files: pa.Table) -> int:

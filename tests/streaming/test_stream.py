@@ -210,3 +210,21 @@ def test_planning_between_two_offsets(table: str) -> None:
         30,
     ]
     assert start_offset(dt, 2) == StreamOffset(2, -1, False, dt.snapshot().metadata.id)
+
+
+@pytest.mark.parametrize("feed", [False, True])
+def test_a_batch_reads_the_same_rows_through_duckdb(table: str, feed: bool) -> None:
+    """``StreamBatch.to_duckdb()`` (DuckDB's reader) returns ``to_arrow()``'s rows, the
+    change columns of a change feed's starting snapshot included."""
+    _append(table, [2, 3])
+    lq.DeltaTable(table).delete("id = 0")
+    _append(table, [4])
+    dt = lq.DeltaTable(table)
+    batches = list(dt.stream(read_change_feed=feed, max_files_per_batch=1))
+    assert len(batches) >= 2
+    for b in batches:
+        want = b.to_arrow()
+        rel = b.to_duckdb()
+        assert rel.columns == want.column_names
+        got = [tuple(str(v) for v in r) for r in rel.fetchall()]
+        assert sorted(got) == sorted(tuple(str(v) for v in r.values()) for r in want.to_pylist())
