@@ -5,9 +5,10 @@ Each measurement is a new ``python -c`` (run from an empty directory, so that
 without converting Python values, then runs one operation and reports whether pandas
 was imported: ``lq.write`` of a new table, a DELETE through a deletion vector, a filtered
 DuckDB read, the CLI's ``describe``, an append that lands on a checkpoint (version 10), a
-VACUUM dry run and a DELETE of a whole partition. The table an operation needs is written
-by the same tree beforehand, untimed (:data:`SETUP`). Trees alternate; medians are
-printed.
+VACUUM dry run, a DELETE of a whole partition, and a stream consumer that reads the
+batches after version 0 (with ``StreamBatch.to_duckdb()`` where the tree has it, else
+``to_arrow()``). The table an operation needs is written by the same tree beforehand,
+untimed (:data:`SETUP`). Trees alternate; medians are printed.
 
 Usage (the section "pandas kept out of writes, DML and filtered reads" of RESULTS.md §8)::
 
@@ -53,6 +54,11 @@ OPS = {
     "append landing on a checkpoint": "lq.write(B, t, mode='append')",
     "VACUUM (dry run)": "lq.DeltaTable(B).vacuum(retention_hours=0, enforce_retention=False)",
     "DELETE of a partition": "lq.DeltaTable(B).delete('k = 1')",
+    "stream consumer: 3 batches after version 0": (
+        "for b in lq.DeltaTable(B).stream(starting_version=1):\n"
+        "    (b.to_duckdb().aggregate('count(*)').fetchall() if hasattr(b, 'to_duckdb')\n"
+        "     else b.to_arrow().num_rows)"
+    ),
 }
 
 #: The table each operation finds at ``B`` (default: one write of ``t``).
@@ -63,6 +69,9 @@ SETUP = {
     ),
     "VACUUM (dry run)": "lq.write(B, t)\nlq.write(B, t, mode='overwrite')",
     "DELETE of a partition": "lq.write(B, tk, partition_by=['k'])",
+    "stream consumer: 3 batches after version 0": (
+        "lq.write(B, t)\nfor _ in range(3):\n    lq.write(B, t, mode='append')"
+    ),
 }
 
 
