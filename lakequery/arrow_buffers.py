@@ -57,12 +57,16 @@ def bits_array(bits: Any, n: int) -> pa.BooleanArray:
 
 
 def int_values(array: Any) -> Any:
-    """The values of an integer array without nulls, as a read-only NumPy view of its
-    buffer (``to_numpy`` and ``np.asarray`` of an Arrow array import pandas)."""
+    """The values of an integer array (or chunked array) without nulls, as NumPy: a
+    read-only view of the buffer for an array, the chunks concatenated for a chunked one
+    (``to_numpy`` and ``np.asarray`` of Arrow data import pandas)."""
     t = array.type
     if array.null_count or not pa.types.is_integer(t):
         raise ValueError(f"int_values needs integers without nulls, not {t}")
     dtype = np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
+    if isinstance(array, pa.ChunkedArray):
+        parts = [int_values(c) for c in array.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
     if len(array) == 0:
         return np.empty(0, dtype=dtype)
     return np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset : array.offset + len(array)]

@@ -15,6 +15,7 @@ from lakequery.arrow_buffers import (
     bool_array,
     empty_table,
     int64_array,
+    int_values,
     python_array,
     python_scalar,
 )
@@ -96,6 +97,11 @@ def test_scalars_tables_and_the_refused_types() -> None:
     assert python_scalar(None, pa.binary()).is_valid is False
     assert python_scalar(0, pa.int32()).equals(pa.scalar(0, pa.int32()))
     assert int64_array(np.arange(3)).to_pylist() == [0, 1, 2]
+    chunked = pa.chunked_array([int64_array(np.arange(3)), int64_array(np.arange(5)).slice(3)])
+    assert int_values(chunked).tolist() == [0, 1, 2, 3, 4]
+    assert int_values(pa.chunked_array([], pa.int32())).dtype == np.int32
+    with pytest.raises(ValueError, match="without nulls"):
+        int_values(pa.chunked_array([pa.nulls(1, pa.int64())]))
     assert bool_array([True, False]).to_pylist() == [True, False]
     schema = pa.schema([("a", pa.int64()), ("m", pa.map_(pa.string(), pa.string()))])
     assert empty_table(schema).equals(schema.empty_table())

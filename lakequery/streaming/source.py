@@ -152,7 +152,7 @@ class _Stream:
         per batch)."""
         n = len(sizes)
         max_files, max_bytes = self.opts.max_files, self.opts.max_bytes
-        running = np.cumsum(_ints(sizes)) if max_bytes is not None else None
+        running = np.cumsum(int_values(sizes)) if max_bytes is not None else None
         lo = start
         while lo < n:
             hi = n if max_files is None else min(n, lo + max_files)
@@ -272,8 +272,8 @@ class _Stream:
         if adds.num_rows == 0:
             return
         # a version's last file: the batch that ends on it hands on to the next version
-        vs, idx = _ints(adds.column("version")), _ints(adds.column("index"))
-        last_index = idx == _ints(adds.column("files_in_version")) - 1
+        vs, idx = int_values(adds.column("version")), int_values(adds.column("index"))
+        last_index = idx == int_values(adds.column("files_in_version")) - 1
         for lo, hi in self.cuts(adds.column("size"), 0):
             part = adds.slice(lo, hi - lo)
             v, i = int(vs[hi - 1]), int(idx[hi - 1])
@@ -320,16 +320,11 @@ class _Stream:
                 filter=self.opts.filter,
             )
             offset = StreamOffset(last + 1, -1, False, self.metadata.id)
-            nbytes = sum(int(_ints(s.plan().files.column("size")).sum()) for s in changes.scans)
+            nbytes = sum(
+                int(int_values(s.plan().files.column("size")).sum()) for s in changes.scans
+            )
             yield StreamBatch(changes, offset, nbytes)
             lo = hi
-
-
-def _ints(column: pa.ChunkedArray[Any]) -> Any:
-    """An integer column without nulls as one NumPy ``int64`` array (``to_numpy`` would
-    make pyarrow import pandas in a fresh process)."""
-    parts = [int_values(c).astype(np.int64) for c in column.chunks]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 def _bytes(files: pa.Table) -> int:

@@ -260,10 +260,8 @@ def distinct_values(column: Any) -> int:
     if not pa.types.is_integer(column.type):
         return int(pc.count_distinct(column, mode="all").as_py())
     nulls = column.null_count
-    kept = column.drop_null() if nulls else column
-    chunks = kept.chunks if isinstance(kept, pa.ChunkedArray) else [kept]
-    # views of the buffers: to_numpy imports pandas
-    values = np.concatenate([int_values(c) for c in chunks]) if chunks else np.empty(0)
+    # from the buffers: to_numpy imports pandas
+    values = int_values(column.drop_null() if nulls else column)
     if not values.size:
         return 1 if nulls else 0
     ordered = np.sort(values)
