@@ -187,14 +187,17 @@ class LogReader:
         return f"SELECT CAST(NULL AS BIGINT) AS version, {cols}"
 
     def _keyed(self, source: str) -> str:
-        path = "coalesce(add.path, remove.path)"
-        dv = "coalesce(add.deletionVector, remove.deletionVector)"
-        key = key_sql(path, self.storage.root)
-        dvid = dv_unique_id_sql(dv)
+        # The action's path and DV are projected once and the key expressions read those
+        # columns: spelled out, each of their many uses binds the struct fields anew, and
+        # binding is most of a small log's cost (~1.5 ms of 5-7 ms per statement).
+        key = key_sql("_lq_path", self.storage.root)
+        dvid = dv_unique_id_sql("_lq_dv")
         return (
-            f"SELECT *, {key_hash_sql('key', 'dvid')} AS h FROM ("
+            f"SELECT * EXCLUDE (_lq_path, _lq_dv), {key_hash_sql('key', 'dvid')} AS h FROM ("
             "SELECT *, CASE WHEN add IS NULL AND remove IS NULL THEN NULL "
-            f"ELSE {key} END AS key, {dvid} AS dvid FROM ({source}))"
+            f"ELSE {key} END AS key, {dvid} AS dvid FROM ("
+            "SELECT *, coalesce(add.path, remove.path) AS _lq_path, "
+            f"coalesce(add.deletionVector, remove.deletionVector) AS _lq_dv FROM ({source})))"
         )
 
     def non_file_actions_sql(self) -> str:
