@@ -46,12 +46,7 @@ def _read_footers(
     if not paths:
         return []
     locations = file_locations(storage.root, pa.array(list(paths), pa.string())).to_pylist()
-    # imported here and in schema_fingerprint: readers import this module for SCHEMA_TAG
-    # and a fresh process would pay ~7 ms for hashlib and concurrent.futures
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
-        return list(pool.map(one, [str(x) for x in locations]))
+    return storage.map_io(one, [str(x) for x in locations])
 
 
 def footer_row_counts(storage: Storage, paths: Sequence[str]) -> list[int]:

@@ -60,8 +60,6 @@ def file_keys(files: pa.Table) -> pa.Array[Any]:
 def _missing_external(storage: Storage, files: pa.Table) -> list[str]:
     """The locations outside the table root (data files and their DV files) among
     ``files`` that no longer exist (the source of a shallow clone vacuumed them)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from lakequery.dv.descriptor import Descriptor
 
     if not files.num_rows:
@@ -73,8 +71,7 @@ def _missing_external(storage: Storage, files: pa.Table) -> list[str]:
             location = Descriptor.from_dict(dv).absolute_path(storage.root)
             if not location.startswith(root):
                 locations.append(location)
-    with ThreadPoolExecutor(max_workers=min(16, len(locations))) as pool:
-        found = list(pool.map(storage.exists, locations))
+    found = storage.map_io(storage.exists, locations)
     return [loc for loc, ok in zip(locations, found, strict=True) if not ok]
 
 

@@ -204,14 +204,8 @@ def load_deletion_vectors(
         def load(i: int) -> BitMap64:
             return _load_one(storage, root, items[i][0], items[i][1])
 
-        if len(todo) == 1:
-            loaded = [load(todo[0])]
-        else:
-            # imported here: a fresh process reading one DV (or none) skips ~3 ms
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-                loaded = list(pool.map(load, todo))
+        # without storage every DV is inline (the others fail in _load_one): no waits
+        loaded = storage.map_io(load, todo) if storage is not None else [load(i) for i in todo]
         with _lock:
             for i, bm in zip(todo, loaded, strict=True):
                 results[i] = bm

@@ -39,6 +39,7 @@ group: the scan's vectors then straddle the mask's and its columns are copied.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,7 +51,6 @@ import numpy.typing as npt
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_list_literal
-from lakequery.protocol.predicate_ast import referenced_columns
 
 if TYPE_CHECKING:
     import duckdb
@@ -72,14 +72,16 @@ SERIAL_ROWS = 1 << 19
 _FOOTER_ROWS: dict[tuple[str, int, int], int] = {}
 _FOOTER_ROWS_MAX = 1 << 16
 
-#: Connection -> names of the masks registered on it. A mask is named by its content (file,
-#: rows, deleted positions), so a name registered once serves every later query of the
-#: same file and DV on that connection: repeated queries neither rebuild nor re-register
-#: it, nor pile up one copy per query. (Masks of files and DVs the table no longer has
-#: stay registered while the connection lives, as the anti-join's keys do.)
-_REGISTERED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Connection -> the masks registered on it, by content (file, rows, the deleted positions'
+#: bytes, compared exactly) -> name. A mask registered once serves every later query of
+#: the same file and DV on that connection: repeated queries neither rebuild nor
+#: re-register it, nor pile up one copy per query. (Masks of files and DVs the table no
+#: longer has stay registered while the connection lives, as the anti-join's keys do.)
+_REGISTERED: weakref.WeakKeyDictionary[
+    duckdb.DuckDBPyConnection, dict[tuple[str, int, bytes], str]
+] = weakref.WeakKeyDictionary()
+#: Mask names; a process-wide counter, so two threads never give one name two contents.
+_NAMES = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def applicable(scan: Scan, deleted: dict[str, npt.NDArray[np.int64]], *, row_ids
         return False
     if scan.filter is not None:
         partitions = set(scan.snapshot.partition_columns)
+        from lakequery.protocol.predicate_ast import referenced_columns
+
         if any(path[0] not in partitions for path in referenced_columns(scan.filter)):
             return False
     return True
@@ -144,8 +148,6 @@ def register(
     """
     if len(deleted) > MAX_BRANCHES:
         return None
-    import hashlib  # tables with DVs only
-
     plan = scan.plan()
     # Python values for the files with DVs only (at most MAX_BRANCHES), never for the
     # whole plan: ``deleted`` holds exactly the files ``dv_mask`` selects
@@ -184,17 +186,17 @@ def register(
         ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
         if len(locs) < int(threads):
             return None  # too few scans for DuckDB's threads: the anti-join runs on all
-    registered = _REGISTERED.setdefault(con, set())
+    registered = _REGISTERED.setdefault(con, {})
     out: list[tuple[FileGroup, KeepMask]] = []
     for g in groups:
         for p in g.locations:
-            digest = hashlib.blake2b(f"{p}\0{rows[p]}\0".encode(), digest_size=12)
-            digest.update(deleted[p].tobytes())
-            name = f"_lq_keep_{digest.hexdigest()}"
-            if name not in registered:
+            content = (p, rows[p], deleted[p].tobytes())
+            name = registered.get(content)
+            if name is None:
+                name = f"_lq_keep_{next(_NAMES)}"
                 keep = np.ones(rows[p], dtype=np.bool_)
                 keep[deleted[p]] = False
                 con.register(name, {"keep": keep})
-                registered.add(name)
+                registered[content] = name
             out.append((FileGroup(g.values, [p]), KeepMask(name, "keep")))
     return out

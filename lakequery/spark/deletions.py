@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -134,8 +133,7 @@ def long_key(plan: ScanPlan, storage: Storage) -> LongKey | None:
     if bucket_bits + size_bits + row_bits > _KEY_BITS:
         return None
     locations = plan.location_list
-    with ThreadPoolExecutor(max_workers=min(16, len(locations))) as pool:
-        stored = list(pool.map(storage.size, locations))
+    stored = storage.map_io(storage.size, locations)
     if not np.array_equal(np.asarray(stored, dtype=np.int64), sizes):
         return None
     return LongKey(bucket_bits, bucket_bits + size_bits, buckets)

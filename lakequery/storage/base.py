@@ -22,7 +22,7 @@ import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from lakequery.errors import LakeQueryError, ObjectNotFoundError, StorageError
 from lakequery.storage import bridges
@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 #: Operations for which a missing object is reported as :class:`ObjectNotFoundError`.
 _READ_OPERATIONS = frozenset({"exists", "read", "read_range", "size"})
 
-#: Upper bound on the threads :meth:`Storage.read_many` uses.
+#: Upper bound on the threads :meth:`Storage.map_io` (and so :meth:`Storage.read_many`) uses.
 MAX_READ_THREADS = 32
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -213,12 +216,23 @@ class Storage(abc.ABC):
             ObjectNotFoundError: One of the files does not exist.
             StorageError: Any other failure.
         """
-        if len(paths) <= 1:
-            return [self.read(p) for p in paths]
-        from concurrent.futures import ThreadPoolExecutor  # not imported by single reads
+        return self.map_io(self.read, paths)
 
-        with ThreadPoolExecutor(max_workers=min(MAX_READ_THREADS, len(paths))) as pool:
-            return list(pool.map(self.read, paths))
+    #: :meth:`map_io` runs at most this many calls in the calling thread, one after another.
+    serial_io: ClassVar[int] = 1
+
+    def map_io(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+        """``fn`` of every item, in order, where ``fn`` waits on this storage (a read, a
+        ``stat``, a footer): on up to :data:`MAX_READ_THREADS` threads, so the waits
+        overlap, unless there are at most :attr:`serial_io` items. The first exception
+        raised is re-raised."""
+        if len(items) <= self.serial_io:
+            return [fn(x) for x in items]
+        # imported here: a fresh process with few reads never pays for it (~2 ms, logging)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(MAX_READ_THREADS, len(items))) as pool:
+            return list(pool.map(fn, items))
 
     # --- writing -----------------------------------------------------------------------------
 

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 class LocalStorage(Storage):
     """A table on the local file system; locations are absolute OS paths."""
 
+    #: A local read or ``stat`` takes microseconds from the page cache: below this many, a
+    #: thread pool costs more than the waits it overlaps (a fresh process reading two
+    #: deletion vectors spent ~3 ms importing and starting one).
+    serial_io = 8
+
     def __init__(self, root: str) -> None:
         super().__init__(root, "file")
         self.links = LinkGuard(root)

@@ -201,6 +201,20 @@ def test_read_read_range_and_read_many(storage: Storage) -> None:
     assert storage.read_many([]) == []
 
 
+def test_map_io_keeps_order_in_turn_and_on_threads(storage: Storage) -> None:
+    """Up to ``serial_io`` calls run in turn, more on a thread pool: the same results in
+    the items' order either way, and a failure of any call reaches the caller."""
+    paths = [storage.join("data", f"m{i}.bin") for i in range(storage.serial_io + 5)]
+    for i, path in enumerate(paths):
+        storage.put(path, b"x" * i)
+    for n in (0, 1, storage.serial_io, len(paths)):
+        assert storage.map_io(storage.size, paths[:n]) == list(range(n))
+    missing = storage.join("data", "missing.bin")
+    for items in ([missing], [*paths, missing]):
+        with pytest.raises(ObjectNotFoundError):
+            storage.map_io(storage.size, items)
+
+
 def test_missing_object_raises_object_not_found(storage: Storage) -> None:
     path = storage.join("_delta_log", "00000000000000000099.json")
     present = storage.join("present.bin")
