@@ -166,6 +166,43 @@ print(json.dumps(dict(total=total, version=snap.version,
     assert got["loaded"] is False
 
 
+def test_a_whole_table_duckdb_read_imports_no_predicate_language_nor_thread_pool(
+    tmp_path: Path,
+) -> None:
+    """A read without a filter needs neither the predicate language nor file skipping
+    (~3.5 ms), nor the SQL renderer of predicates (~4 ms); the deletion vectors of a few
+    local files are read in turn, without ``concurrent.futures`` (~2 ms). A filtered read
+    in the same process then loads the predicate language and still skips files."""
+    kit = TableKit(tmp_path / "t")
+    kit.create(pa.schema([("id", pa.int64())]), protocol=dv_protocol())
+    adds = [
+        kit.write_parquet(pa.table({"id": pa.array(range(k * 100, k * 100 + 100), pa.int64())}))
+        for k in range(2)
+    ]
+    kit.commit(adds)
+    kit.commit(
+        [remove_action(a) for a in adds]
+        + [with_dv(a, kit.write_dv(range(0, 100, 3 + k))) for k, a in enumerate(adds)]
+    )
+    kept = 200 - len(range(0, 100, 3)) - len(range(0, 100, 4))
+    code = f"""
+import json, sys
+import lakequery as lq
+snap = lq.DeltaTable({kit.uri!r}).snapshot()
+count = snap.scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
+watched = ("lakequery.protocol.predicate_ast", "lakequery.protocol.predicate_sql",
+           "lakequery.protocol.skipping", "concurrent.futures")
+loaded = sorted(m for m in watched if m in sys.modules)
+plan = snap.scan(filter="id >= 100").plan()
+print(json.dumps(dict(count=count, loaded=loaded, files=plan.num_files,
+                      predicates="lakequery.protocol.predicate_ast" in sys.modules)))
+"""
+    got = _run(code, tmp_path)
+    assert got["count"] == kept
+    assert got["loaded"] == []
+    assert got["files"] == 1 and got["predicates"] is True
+
+
 def test_cli_reads_import_no_pandas(tmp_path: Path) -> None:
     """``lakequery describe`` / ``files`` / ``head`` on a table with deletion vectors: a
     filled-in zero used to be ``pa.scalar(0)``, which made pyarrow import pandas (~0.15 s,

@@ -54,7 +54,6 @@ from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
-from lakequery.protocol.predicates import to_duckdb_sql
 from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
@@ -637,7 +636,11 @@ def duckdb_relation(
         from lakequery.row_tracking.reading import with_row_tracking_sql
 
         body = with_row_tracking_sql(body, scan, builder._register, tracking)
-    where = f" WHERE {to_duckdb_sql(scan.filter)}" if scan.filter is not None else ""
+    where = ""
+    if scan.filter is not None:
+        from lakequery.protocol.predicate_sql import to_duckdb_sql
+
+        where = f" WHERE {to_duckdb_sql(scan.filter)}"
     try:
         return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
     except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail

@@ -30,7 +30,6 @@ from lakequery.engines.nested import PolarsRelabelError, has_struct, polars_can_
 from lakequery.engines.variant_files import variant_files
 from lakequery.errors import DeletionVectorError
 from lakequery.protocol.column_mapping import physical_schema
-from lakequery.protocol.predicates import to_polars
 from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -315,5 +314,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(scan.to_arrow())
     lf = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
     if scan.filter is not None:
+        from lakequery.protocol.predicates import to_polars  # scans with a filter only
+
         lf = lf.filter(to_polars(scan.filter))
     return lf.select(scan.columns)

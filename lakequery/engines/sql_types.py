@@ -1,8 +1,9 @@
 """Arrow types and Python values spelled as DuckDB SQL.
 
-Primitive types, literals and quoting come from the predicate renderer
-(:mod:`lakequery.protocol.predicate_sql`), so filters and scans spell values the same way;
-this module adds the nested types scans need.
+Primitive types and quoting come from :mod:`lakequery.protocol.sql_spelling` and literals
+from the predicate renderer (:mod:`lakequery.protocol.predicate_sql`, imported when a
+literal is spelled), so filters and scans spell values the same way; this module adds
+the nested types scans need.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakequery.protocol.predicate_ast import Literal
-from lakequery.protocol.predicate_sql import duckdb_type as _primitive_type
-from lakequery.protocol.predicate_sql import quote_identifier as quote_ident
-from lakequery.protocol.predicate_sql import quote_string as quote_str
-from lakequery.protocol.predicate_sql import sql_literal
+from lakequery.protocol.sql_spelling import duckdb_type as _primitive_type
+from lakequery.protocol.sql_spelling import quote_identifier as quote_ident
+from lakequery.protocol.sql_spelling import quote_string as quote_str
 
 __all__ = [
     "duckdb_type",
@@ -44,6 +43,9 @@ def duckdb_type(t: pa.DataType) -> str:
 
 def literal(value: Any, t: pa.DataType) -> str:
     """A typed DuckDB literal for a Python value of Arrow type ``t`` (NULL when None)."""
+    from lakequery.protocol.predicate_ast import Literal
+    from lakequery.protocol.predicate_sql import sql_literal
+
     return sql_literal(Literal(value, t))
 
 

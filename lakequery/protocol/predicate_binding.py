@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import NUMERIC, category
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -24,13 +25,7 @@ from lakequery.protocol.predicate_ast import (
     Or,
 )
 from lakequery.protocol.predicate_parser import format_predicate
-from lakequery.protocol.predicate_types import (
-    NUMERIC,
-    category,
-    coerce_literal,
-    comparable,
-    infer_type,
-)
+from lakequery.protocol.predicate_types import coerce_literal, comparable, infer_type
 
 _MAX_LISTED = 20
 

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import timestamp_params, timestamp_type
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -35,7 +36,6 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import timestamp_params, timestamp_type
 
 _COMPARE = {
     "equal": "=",

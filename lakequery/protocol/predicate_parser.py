@@ -15,6 +15,7 @@ from decimal import Decimal
 import pyarrow as pa
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import timestamp_type
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -29,7 +30,7 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import parse_iso_timestamp, timestamp_type
+from lakequery.protocol.predicate_types import parse_iso_timestamp
 
 _RESERVED = frozenset({"AND", "OR", "NOT", "IN", "BETWEEN", "LIKE", "IS", "NULL", "TRUE", "FALSE"})
 _TYPED_LITERALS = frozenset({"DATE", "TIMESTAMP", "TIMESTAMPTZ"})

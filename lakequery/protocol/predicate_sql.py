@@ -6,10 +6,10 @@ import datetime as dt
 from collections.abc import Callable
 from decimal import Decimal
 
-import pyarrow as pa
 import pyarrow.types as pat
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import timestamp_type
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -23,73 +23,9 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import (
-    category,
-    decimal_params,
-    timestamp_params,
-    timestamp_type,
-)
+from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier, quote_string
 
-_INT_NAMES = {
-    (8, True): "TINYINT",
-    (16, True): "SMALLINT",
-    (32, True): "INTEGER",
-    (64, True): "BIGINT",
-    (8, False): "UTINYINT",
-    (16, False): "USMALLINT",
-    (32, False): "UINTEGER",
-    (64, False): "UBIGINT",
-}
-_TIMESTAMP_NAMES = {
-    "s": "TIMESTAMP_S",
-    "ms": "TIMESTAMP_MS",
-    "us": "TIMESTAMP",
-    "ns": "TIMESTAMP_NS",
-}
 _SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-
-
-def duckdb_type(t: pa.DataType) -> str:
-    """The DuckDB SQL type name of an Arrow type.
-
-    Args:
-        t: A primitive Arrow type.
-
-    Returns:
-        E.g. ``BIGINT``, ``DECIMAL(10,2)``, ``VARCHAR``, ``TIMESTAMPTZ``.
-
-    Raises:
-        PredicateError: The type has no DuckDB literal form here (nested, time, ...).
-    """
-    cat = category(t)
-    if cat == "int":
-        return _INT_NAMES[(t.bit_width, pat.is_signed_integer(t))]
-    if cat == "float":
-        return "DOUBLE" if pat.is_float64(t) else "FLOAT"
-    if cat == "decimal":
-        precision, scale = decimal_params(t)
-        if precision > 38:
-            raise PredicateError(str(t), "DuckDB decimals have at most 38 digits")
-        return f"DECIMAL({precision},{scale})"
-    if cat == "timestamp_tz":
-        return "TIMESTAMPTZ"
-    if cat == "timestamp":
-        return _TIMESTAMP_NAMES[timestamp_params(t)[0]]
-    named = {"bool": "BOOLEAN", "string": "VARCHAR", "binary": "BLOB", "date": "DATE"}
-    if cat in named:
-        return named[cat]
-    raise PredicateError(str(t), f"type {t} is not supported in predicates")
-
-
-def quote_identifier(name: str) -> str:
-    """Double-quote a SQL identifier (doubling embedded quotes)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_string(value: str) -> str:
-    """A SQL string literal; NUL characters are spliced in with ``chr(0)``."""
-    parts = ["'" + part.replace("'", "''") + "'" for part in value.split("\x00")]
-    return parts[0] if len(parts) == 1 else "(" + " || chr(0) || ".join(parts) + ")"
 
 
 def _timestamp_text(value: dt.datetime) -> str:

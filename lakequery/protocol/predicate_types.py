@@ -1,4 +1,5 @@
-"""Arrow type helpers of the predicate language: categories, literal typing and coercion.
+"""Literal typing and coercion of the predicate language (the type categories it uses
+are in :mod:`lakequery.protocol.arrow_types`).
 
 The renderers, :func:`~lakequery.protocol.predicates.bind` and data skipping agree on one
 rule: a literal compared with (or combined with) a column takes the column's type when
@@ -18,6 +19,13 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import (
+    NUMERIC,
+    category,
+    decimal_params,
+    timestamp_params,
+    timestamp_type,
+)
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -37,28 +45,6 @@ _UTC = dt.timezone.utc
 _F32_MAX = float(np.finfo(np.float32).max)
 _INT64 = pa.int64()
 _FLOAT64 = pa.float64()
-
-
-_DECIMAL_TYPES = (pa.Decimal32Type, pa.Decimal64Type, pa.Decimal128Type, pa.Decimal256Type)
-
-
-def decimal_params(t: pa.DataType) -> tuple[int, int]:
-    """``(precision, scale)`` of a decimal type."""
-    assert isinstance(t, _DECIMAL_TYPES)
-    return int(t.precision), int(t.scale)
-
-
-def timestamp_params(t: pa.DataType) -> tuple[str, str | None]:
-    """``(unit, tz)`` of a timestamp type."""
-    assert isinstance(t, pa.TimestampType)
-    return str(t.unit), t.tz
-
-
-def timestamp_type(unit: str, tz: str | None) -> pa.DataType:
-    """``pa.timestamp(unit, tz)`` (typed loosely for mypy)."""
-    make: Any = pa.timestamp
-    result: pa.DataType = make(unit, tz=tz)
-    return result
 
 
 def parse_iso_timestamp(text: str) -> dt.datetime:
@@ -89,48 +75,6 @@ def parse_iso_timestamp(text: str) -> dt.datetime:
     if value.tzinfo is not None:
         value = value.astimezone(dt.timezone.utc)
     return value
-
-
-def category(t: pa.DataType) -> str:
-    """Classify an Arrow type for comparison purposes.
-
-    Args:
-        t: An Arrow type.
-
-    Returns:
-        One of ``int``, ``float``, ``decimal``, ``bool``, ``string``, ``binary``,
-        ``date``, ``timestamp`` (no zone), ``timestamp_tz``, ``null``, ``nested`` or
-        ``other``.
-    """
-    if pat.is_integer(t):
-        return "int"
-    if pat.is_floating(t):
-        return "float"
-    if pat.is_decimal(t):
-        return "decimal"
-    if pat.is_boolean(t):
-        return "bool"
-    if pat.is_string(t) or pat.is_large_string(t) or pat.is_string_view(t):
-        return "string"
-    if (
-        pat.is_binary(t)
-        or pat.is_large_binary(t)
-        or pat.is_fixed_size_binary(t)
-        or pat.is_binary_view(t)
-    ):
-        return "binary"
-    if pat.is_date(t):
-        return "date"
-    if pat.is_timestamp(t):
-        return "timestamp_tz" if timestamp_params(t)[1] is not None else "timestamp"
-    if pat.is_null(t):
-        return "null"
-    if pat.is_nested(t):
-        return "nested"
-    return "other"
-
-
-NUMERIC = frozenset({"int", "float", "decimal"})
 
 
 def comparable(a: pa.DataType, b: pa.DataType) -> bool:

@@ -22,6 +22,7 @@ import pyarrow.types as pat
 from lakequery.arrow_buffers import bool_array, int64_array
 from lakequery.duckdb_private import private_cursor
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import (
     MIRRORED_COMPARISON,
     NEGATED_COMPARISON,
@@ -38,9 +39,10 @@ from lakequery.protocol.predicate_ast import (
     Or,
     referenced_columns,
 )
-from lakequery.protocol.predicate_sql import duckdb_type, quote_identifier, to_duckdb_sql
-from lakequery.protocol.predicate_types import category, coerce_literal
+from lakequery.protocol.predicate_sql import to_duckdb_sql
+from lakequery.protocol.predicate_types import coerce_literal
 from lakequery.protocol.skipping_stats import BOUNDED, StatsSources, domain_literal, struct_child
+from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier
 
 _INT64 = pa.int64()
 _Cond = str | None  # SQL "may match" condition; None = unknown (keep)

@@ -36,14 +36,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import Literal
-from lakequery.protocol.predicate_sql import (
-    duckdb_type,
-    quote_identifier,
-    quote_string,
-    sql_literal,
-)
-from lakequery.protocol.predicate_types import category
+from lakequery.protocol.predicate_sql import sql_literal
+from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier, quote_string
 
 BOUNDED = frozenset({"int", "float", "decimal", "string", "date", "timestamp", "timestamp_tz"})
 """Type categories for which Delta writers collect min/max statistics."""

@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from lakequery.errors import PredicateError
+from lakequery.protocol.arrow_types import category, decimal_params
 from lakequery.protocol.predicate_ast import Expr, Literal
 from lakequery.protocol.predicate_sql import to_duckdb_sql
-from lakequery.protocol.predicate_types import category, decimal_params
 
 _INT_NAMES = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 

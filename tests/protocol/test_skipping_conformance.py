@@ -20,7 +20,7 @@ import pytest
 from tablekit import conformance_dir
 
 import lakequery as lq
-from lakequery.protocol.predicate_types import category
+from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicates import (
     Column,
     Compare,
