@@ -160,6 +160,43 @@ def test_flat_tables_are_checked_by_listing_and_by_lstat(tmp_path: Path, files: 
     assert ids(lq.DeltaTable(str(root)).snapshot().scan().to_arrow()) == list(range(files))
 
 
+@pytest.mark.parametrize("levels", [1, 2])
+def test_many_partition_directories_are_checked_in_their_parents_listing(
+    tmp_path: Path, levels: int
+) -> None:
+    """With one file per partition directory the files get one lstat each, and the
+    directories, many under one parent, are seen in that parent's listing: a directory
+    linked out is refused, one linked inside is followed, a stray linked directory is left
+    alone."""
+    from lakequery.storage.local_links import FILES_PER_LISTING
+
+    n = FILES_PER_LISTING + 2
+    cols = {"id": pa.array(range(2 * n), pa.int64()), "q": [i % n for i in range(2 * n)]}
+    if levels == 2:
+        cols["p"] = [i // n for i in range(2 * n)]
+    base = tmp_path / "base"
+    lq.write(str(base), pa.table(cols), partition_by=["p", "q"] if levels == 2 else ["q"])
+    (tmp_path / "elsewhere").mkdir()
+    expected = list(range(2 * n))
+
+    def copy(name: str) -> tuple[Path, Path]:  # a new location: no snapshot of it cached
+        root = tmp_path / name
+        shutil.copytree(base, root, symlinks=True)
+        parent = root / "p=1" if levels == 2 else root
+        (parent / "q=stray").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+        return root, parent
+
+    root, parent = copy("inside")
+    link_out(parent / "q=3", root / "_kept", relative=True)
+    assert ids(lq.DeltaTable(str(root)).snapshot().scan().to_arrow()) == expected
+    root, parent = copy("outside")
+    moved = link_out(parent / "q=5", tmp_path / "out")
+    with pytest.raises(lq.InvalidPathError, match="leads out") as info:
+        lq.DeltaTable(str(root)).snapshot()
+    assert info.value.path == str(parent / "q=5")
+    assert str(moved) in str(info.value)
+
+
 def test_a_stray_link_nothing_refers_to_is_left_alone(
     genuine: tuple[Path, list[int]], tmp_path: Path
 ) -> None:
