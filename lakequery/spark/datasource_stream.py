@@ -10,7 +10,10 @@ unless ``ignoreDeletes`` / ``skipChangeCommits``, or the change rows with
 Each micro-batch's files between two offsets are planned on the
 driver with :func:`lakequery.streaming.source.stream` and cut into read tasks exactly as a
 batch read's (:func:`~lakequery.spark.datasource_read.plan_partitions`); executors read
-them with lakequery's Arrow engine, deletion vectors applied.
+them with lakequery's Arrow engine, deletion vectors applied. The DataFrame's schema is
+the table's latest when the query starts; a micro-batch of commits older than a column
+added since is read with that newer schema, the column null
+(:mod:`lakequery.streaming.evolution`).
 
 Rate limits (``maxFilesPerTrigger`` / ``maxBytesPerTrigger``) cut micro-batches exactly
 as ``DeltaTable.stream(max_files_per_batch=..., max_bytes_per_batch=...)`` cuts batches
@@ -347,7 +350,18 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
         if not scans:
             return []
         meta = scans[0].snapshot.metadata
-        columns = output_columns(requested, logical_schema(meta.schema, scans[0].columns))
+        table = logical_schema(meta.schema, scans[0].columns)
+        if not {f.name.lower() for f in requested.fields} <= {n.lower() for n in table.names}:
+            # commits older than a column the query's schema has (it is the table's schema
+            # when the query started): read them with the newest schema, as Spark's
+            # schema says (the column is null in them)
+            from lakequery.streaming.evolution import with_schema_of
+
+            dt = self.options.table()
+            scans = with_schema_of(dt, scans, dt.snapshot())
+            meta = scans[0].snapshot.metadata
+            table = logical_schema(meta.schema, scans[0].columns)
+        columns = output_columns(requested, table)
         return plan_partitions(
             scans,
             columns,
