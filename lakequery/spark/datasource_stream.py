@@ -312,15 +312,30 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
             return begin
         if max_files is None and max_bytes is None:
             return bound
-        batches = stream(
-            dt,
-            starting_offset=begin,
-            ending_offset=bound,
-            max_files_per_batch=max_files,
-            max_bytes_per_batch=max_bytes,
-            **self._stream_args(),
-        )
-        first = next(iter(batches), None)
+        # The first micro-batch of a backlog ends where the bounds cut it, which the
+        # commits after that cut cannot change: the commits are parsed in growing windows
+        # until a window holds more than that micro-batch (or reaches the bound), so a
+        # micro-batch costs what its window does, not the whole backlog (catching up on
+        # a long backlog would otherwise be quadratic).
+        window = FIRST_WINDOW
+        while True:
+            end = min(bound, StreamOffset(begin.version + window, -1, False, begin.table_id))
+            batches = iter(
+                stream(
+                    dt,
+                    starting_offset=begin,
+                    ending_offset=end,
+                    max_files_per_batch=max_files,
+                    max_bytes_per_batch=max_bytes,
+                    **self._stream_args(),
+                )
+            )
+            first = next(batches, None)
+            if end == bound:
+                break
+            if first is not None and _has_more(batches):
+                break  # the bounds cut the first micro-batch inside the window
+            window *= 4
         # no batch: the range holds no files to deliver (OPTIMIZE, skipped commits)
         if first is None:
             return bound
@@ -384,6 +399,21 @@ class DeltaStreamReader(DataSourceStreamReader):  # type: ignore[misc]  # pyspar
 
 def _with_files(scans: list[Scan]) -> list[Scan]:
     return [s for s in scans if s.plan().num_files]
+
+
+#: Commits of the first window a rate-limited micro-batch is planned in (growing 4x).
+FIRST_WINDOW = 32
+
+
+def _has_more(batches: Iterator[Any]) -> bool:
+    """Whether a stream yields another batch; a stream that stops at a commit it cannot go
+    past counts as having more (the batch before that commit is whole)."""
+    from lakequery.errors import StreamError
+
+    try:
+        return next(batches, None) is not None
+    except StreamError:
+        return True
 
 
 def _as_dict(offset: StreamOffset) -> dict[str, Any]:

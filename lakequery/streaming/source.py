@@ -37,7 +37,7 @@ from lakequery import cdf
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
 from lakequery.errors import StreamError
-from lakequery.log_segment import internal_connection, list_log
+from lakequery.log_segment import internal_connection, list_log, load_state
 from lakequery.metadata import Metadata
 from lakequery.protocol.change_feed import non_additive_change
 from lakequery.protocol.features import Protocol, check_readable
@@ -436,21 +436,29 @@ def _run(
     follow: bool,
     poll_interval: float,
 ) -> Iterator[StreamBatch]:
+    snap: Snapshot | None = None
     if offset is None:
         snap, offset = _start(dt, starting_version)
+        metadata, protocol = snap.metadata, snap.protocol
     else:
         # the state the first commit streamed applies to (the snapshot's own, when it is
         # read first; the version before a commit offset; version 0 for its own commit)
-        at = offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1
-        snap = dt.snapshot(version=max(at, 0))
-    if snap.metadata.id != offset.table_id:
+        at = max(offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1, 0)
+        if offset.snapshot:
+            snap = dt.snapshot(version=at)
+            metadata, protocol = snap.metadata, snap.protocol
+        else:  # its metadata and protocol only: no live files replayed
+            state = load_state(dt.storage, at, with_files=False)
+            metadata, protocol = state.metadata, state.protocol
+    if metadata.id != offset.table_id:
         raise StreamError(
             dt.uri, f"the offset belongs to table {offset.table_id!r}, not to this one"
         )
-    s = _Stream(dt, opts, snap.metadata, snap.protocol)
+    s = _Stream(dt, opts, metadata, protocol)
     s.until = until
     last = None if until is None else until.version - (1 if until.index < 0 else 0)
     if offset.snapshot:
+        assert snap is not None  # a snapshot offset loads its snapshot above
         for batch in s.snapshot_batches(snap, offset.index):
             yield batch
         offset = StreamOffset(snap.version + 1, -1, False, snap.metadata.id)

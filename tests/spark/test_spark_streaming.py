@@ -425,3 +425,56 @@ def test_a_change_feed_stream_over_an_added_column(spark: Any, tmp_path: Path) -
         (1, 4, None),
         (2, 9, "x"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("limit", "feed"),
+    [("3", False), ("50", False), ("4", True)],
+    ids=["small-limit", "limit-above-window", "change-feed"],
+)
+def test_a_backlog_is_planned_in_windows_with_the_same_micro_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str, feed: bool
+) -> None:
+    """latestOffset parses a long backlog in growing windows of commits, not whole for
+    every micro-batch: the micro-batches (their ends and files) are those of planning the
+    whole backlog at once, and no parse reaches far past the micro-batch it plans."""
+    import lakequery.spark.datasource_stream as ds
+    import lakequery.streaming.source as source_module
+
+    uri = str(tmp_path / "t")
+    one = pa.table({"id": pa.array([0], pa.int64())})
+    lq.write(uri, one, configuration={"delta.enableChangeDataFeed": "true"})
+    for i in range(1, 120):
+        lq.write(uri, one.set_column(0, "id", pa.array([i], pa.int64())), mode="append")
+    lq.DeltaTable(uri).optimize()  # a commit without files to deliver in the middle
+    for i in range(120, 140):
+        lq.write(uri, one.set_column(0, "id", pa.array([i], pa.int64())), mode="append")
+    options = {"path": uri, "maxFilesPerTrigger": limit, "startingVersion": "0"}
+    if feed:
+        options["readChangeFeed"] = "true"
+    opts = ds.stream_read_options(options)
+    spans: list[int] = []
+    real = source_module.stream
+
+    def spanning(*args: Any, **kwargs: Any) -> Any:
+        spans.append(kwargs["ending_offset"].version - kwargs["starting_offset"].version)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(source_module, "stream", spanning)
+
+    def micro_batches(window: int) -> list[tuple[Any, Any]]:
+        monkeypatch.setattr(ds, "FIRST_WINDOW", window)
+        reader = ds.DeltaStreamReader(opts, ds.stream_schema(opts), 2)
+        start, out = reader.initialOffset(), []
+        while (end := reader.latestOffset(start, None)) != start:
+            out.append((end, _files(reader.partitions(start, end))))
+            start = end
+        return out
+
+    whole = micro_batches(10_000)
+    assert max(spans) > 100
+    spans.clear()
+    windowed = micro_batches(8)
+    assert windowed == whole
+    assert len(whole) >= 140 // int(limit)
+    assert max(spans) <= 4 * max(8, 2 * int(limit))  # windows stay near the micro-batch
