@@ -87,8 +87,18 @@ class LogReader:
             f"FROM read_ndjson_objects({paths}, filename=true))"
         )
 
-    def load(self, checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> None:
+    def load(
+        self,
+        checkpoint: Checkpoint | None,
+        commits: Sequence[LogFile],
+        *,
+        file_actions: bool = True,
+    ) -> None:
         """Creates ``_lq_commit_keys`` (slim), ``_lq_commits`` and ``_lq_checkpoint``.
+
+        Without ``file_actions`` (the caller reads the protocol, metadata, txns and domains
+        only) the checkpoint is never materialised: a view over it reads just those
+        columns, where a small checkpoint would otherwise be read whole.
 
         Large logs: the slim table is materialised and the two others are views, streamed
         when replay reads them. Small logs (at most :data:`SMALL_LOG_BYTES` of commits, a
@@ -139,7 +149,11 @@ class LogReader:
                     self._create("VIEW", CHECKPOINT, self._keyed(self._empty_sql_where_false()))
             else:
                 parts = self._checkpoint_sql(checkpoint)
-                small = len(parts) == 1 and sum(f.size for f in checkpoint.files) <= SMALL_LOG_BYTES
+                small = (
+                    file_actions
+                    and len(parts) == 1
+                    and sum(f.size for f in checkpoint.files) <= SMALL_LOG_BYTES
+                )
                 if small:  # reading it all is the readability check
                     self._create("TABLE", CHECKPOINT, self._keyed(parts[0]))
                 else:

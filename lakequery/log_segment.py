@@ -123,7 +123,7 @@ def load_state(
     while True:
         segment = select_segment(listing, version, uri=storage.root)
         try:
-            reader.load(segment.checkpoint, segment.commits)
+            reader.load(segment.checkpoint, segment.commits, file_actions=with_files)
             return _replay(storage, con, reader, segment, with_files)
         except (CorruptLogError, ObjectNotFoundError) as exc:
             if not _is_checkpoint_error(exc, segment):
