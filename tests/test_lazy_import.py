@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from tablekit import TableKit, dv_protocol, remove_action, with_dv
 
 import lakequery as lq
@@ -400,9 +401,18 @@ print(json.dumps(dict(counts=[deleted, replaced, compacted], pandas="pandas" in 
     assert ids == sorted([i for i in range(12) if i % 4 in (0, 3)] * 2 + [100])
 
 
-def test_a_stream_consumer_reading_through_duckdb_imports_no_pandas(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "read",
+    [
+        'batch.to_duckdb().project("id").fetchall()',
+        'batch.to_polars().select("id").rows()',
+    ],
+    ids=["duckdb", "polars"],
+)
+def test_a_stream_consumer_imports_no_pandas(tmp_path: Path, read: str) -> None:
     """A short-lived consumer (resume from a stored offset, read the new batches, exit):
-    planning the batches and reading them with ``to_duckdb()`` load no pandas."""
+    planning the batches and reading them with ``to_duckdb()`` or ``to_polars()`` load
+    no pandas."""
     uri = str(tmp_path / "t")
     lq.write(uri, pa.table({"id": pa.array([0, 1], pa.int64()), "k": pa.array([0, 1])}))
     stored = list(lq.DeltaTable(uri).stream())[-1].offset.to_json()
@@ -414,7 +424,7 @@ import json, sys
 import lakequery as lq
 ids = []
 for batch in lq.DeltaTable({uri!r}).stream(starting_offset={stored!r}, max_files_per_batch=1):
-    ids += [r[0] for r in batch.to_duckdb().project("id").fetchall()]
+    ids += [r[0] for r in {read}]
 print(json.dumps(dict(ids=sorted(ids), pandas="pandas" in sys.modules)))
 """
     got = _run(code, tmp_path)

@@ -102,12 +102,17 @@ class StreamBatch:
         return self.to_arrow().to_pandas(**kwargs)
 
     def to_polars(self) -> pl.DataFrame:
-        """The rows as a Polars DataFrame."""
+        """The rows as a Polars DataFrame, read by Polars' own Parquet reader (no
+        ``pyarrow.dataset``, no pandas)."""
         import polars as pl
 
-        out = pl.from_arrow(self.to_arrow())
-        assert isinstance(out, pl.DataFrame)
-        return out
+        lf = self._scan.to_polars()
+        repeat: Any = pa.repeat  # (its stubs list one overload per scalar type)
+        for name, value in self._constants.items():
+            typed = pl.from_arrow(repeat(value, 1))  # the Arrow type's Polars dtype
+            assert isinstance(typed, pl.Series)
+            lf = lf.with_columns(pl.lit(typed[0], dtype=typed.dtype).alias(name))
+        return lf.collect()
 
 
 def insert_constants(version: int, when: datetime | None) -> dict[str, pa.Scalar[Any]]:

@@ -228,3 +228,22 @@ def test_a_batch_reads_the_same_rows_through_duckdb(table: str, feed: bool) -> N
         assert rel.columns == want.column_names
         got = [tuple(str(v) for v in r) for r in rel.fetchall()]
         assert sorted(got) == sorted(tuple(str(v) for v in r.values()) for r in want.to_pylist())
+
+
+@pytest.mark.parametrize("feed", [False, True])
+def test_a_batch_reads_the_same_rows_through_polars(table: str, feed: bool) -> None:
+    """``StreamBatch.to_polars()`` (Polars' reader) returns ``to_arrow()``'s rows and
+    types, the change columns of a change feed's starting snapshot included."""
+    import polars as pl
+
+    _append(table, [2, 3])
+    lq.DeltaTable(table).delete("id = 0")
+    _append(table, [4])
+    batches = list(lq.DeltaTable(table).stream(read_change_feed=feed, max_files_per_batch=1))
+    assert len(batches) >= 2
+    for b in batches:
+        want = pl.from_arrow(b.to_arrow())
+        assert isinstance(want, pl.DataFrame)
+        got = b.to_polars()
+        assert got.schema == want.schema
+        assert got.sort(got.columns).equals(want.sort(want.columns))
