@@ -31,14 +31,15 @@ def with_schema_of(dt: DeltaTable, scans: list[Scan], newer: Snapshot) -> list[S
         StreamError: the change from the batch's metadata to ``newer``'s is not additive.
     """
     from lakequery.cdf import CHANGE_COLUMNS, _change_metadata, _scan
+    from lakequery.log_segment import load_state
     from lakequery.protocol.change_feed import non_additive_change
 
     if not scans:
         return scans
     at = scans[0].snapshot.version
     # the table's own metadata at the batch (change-feed scans carry it with the change
-    # columns added, see cdf._change_metadata)
-    base = dt.snapshot(version=at)
+    # columns added, see cdf._change_metadata); its files are not needed
+    base = load_state(dt.storage, at, with_files=False)
     if newer.metadata.id != base.metadata.id:
         raise StreamError(dt.uri, "the table was replaced", version=newer.version)
     why = non_additive_change(base.metadata, base.protocol, newer.metadata, newer.protocol)

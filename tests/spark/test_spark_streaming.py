@@ -478,3 +478,29 @@ def test_a_backlog_is_planned_in_windows_with_the_same_micro_batches(
     assert windowed == whole
     assert len(whole) >= 140 // int(limit)
     assert max(spans) <= 4 * max(8, 2 * int(limit))  # windows stay near the micro-batch
+
+
+def test_a_micro_batch_before_a_dropped_column_stops_the_stream(tmp_path: Path) -> None:
+    """Reading old commits with the newer schema is for added columns only: with a column
+    of the batch's commits dropped since, the micro-batch raises the stream's error naming
+    the change, not a read with the column silently gone."""
+    from lakequery.spark.datasource_stream import (
+        DeltaStreamReader,
+        stream_read_options,
+        stream_schema,
+    )
+
+    uri = str(tmp_path / "t")
+    t = pa.table({"id": pa.array([0, 1], pa.int64()), "x": pa.array(["a", "b"])})
+    lq.write(uri, t, configuration={"delta.columnMapping.mode": "name"})
+    dt = lq.DeltaTable(uri)
+    dt.alter.add_columns(pa.field("b", pa.string()))
+    dt.alter.drop_columns(["x"])
+    opts = stream_read_options({"path": uri, "maxFilesPerTrigger": "1", "startingVersion": "0"})
+    schema = stream_schema(opts)
+    assert schema.names == ["id", "b"]
+    reader = DeltaStreamReader(opts, schema, 2)
+    start = reader.initialOffset()
+    end = DeltaStreamReader(opts, schema, 2).latestOffset(start, None)
+    with pytest.raises(lq.StreamError, match="non-additive"):
+        reader.partitions(start, end)
