@@ -37,6 +37,19 @@ def _run_available_now(spark: Any, src: str, dst: str, checkpoint: Path, **optio
     return _limited_query(spark, src, dst, checkpoint, available_now=True, **options)
 
 
+def _collect_available_now(stream_df: Any, checkpoint: Path) -> list[Any]:
+    """The rows of every micro-batch of ``stream_df`` run with ``Trigger.AvailableNow``."""
+    rows: list[Any] = []
+    query = (
+        stream_df.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    query.awaitTermination(300)
+    return rows
+
+
 def _ids(uri: str) -> list[int]:
     return sorted(lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow()["id"].to_pylist())
 
@@ -132,14 +145,7 @@ def test_read_stream_semantics(spark: Any, source: str, tmp_path: Path) -> None:
         .option("startingVersion", start)
         .load(source)
     )
-    rows: list[Any] = []
-    q = (
-        feed.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ck4"))
-        .start()
-    )
-    q.awaitTermination(300)
+    rows = _collect_available_now(feed, tmp_path / "ck4")
     changes = sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in rows)
     assert (start + 1, "delete", 500) in changes
     assert sum(1 for c in changes if c[1] == "insert") == 10
@@ -408,14 +414,7 @@ def test_a_change_feed_stream_over_an_added_column(spark: Any, tmp_path: Path) -
         .option("maxFilesPerTrigger", "1")
         .load(uri)
     )
-    rows: list[Any] = []
-    q = (
-        feed.writeStream.foreachBatch(lambda df, _: rows.extend(df.collect()))
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .start()
-    )
-    q.awaitTermination(300)
+    rows = _collect_available_now(feed, tmp_path / "ck")
     got = sorted((r["_commit_version"], r["id"], r["b"]) for r in rows)
     assert got == [
         (0, 0, None),
