@@ -443,10 +443,10 @@ def test_a_backlog_is_planned_in_windows_with_the_same_micro_batches(
     uri = str(tmp_path / "t")
     one = pa.table({"id": pa.array([0], pa.int64())})
     lq.write(uri, one, configuration={"delta.enableChangeDataFeed": "true"})
-    for i in range(1, 120):
+    for i in range(1, 60):
         lq.write(uri, one.set_column(0, "id", pa.array([i], pa.int64())), mode="append")
     lq.DeltaTable(uri).optimize()  # a commit without files to deliver in the middle
-    for i in range(120, 140):
+    for i in range(60, 80):
         lq.write(uri, one.set_column(0, "id", pa.array([i], pa.int64())), mode="append")
     options = {"path": uri, "maxFilesPerTrigger": limit, "startingVersion": "0"}
     if feed:
@@ -471,11 +471,11 @@ def test_a_backlog_is_planned_in_windows_with_the_same_micro_batches(
         return out
 
     whole = micro_batches(10_000)
-    assert max(spans) > 100
+    assert max(spans) > 60
     spans.clear()
     windowed = micro_batches(8)
     assert windowed == whole
-    assert len(whole) >= 140 // int(limit)
+    assert len(whole) >= 80 // int(limit)
     assert max(spans) <= 4 * max(8, 2 * int(limit))  # windows stay near the micro-batch
 
 
