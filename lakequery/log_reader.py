@@ -39,6 +39,11 @@ SMALL_LOG_BYTES = 4 * 1024 * 1024
 _VERSION_FROM_NAME = "left(right(filename, 25), 20)"
 
 
+#: A file action's path and deletion vector, whichever of ``add`` and ``remove`` it is.
+_ACTION_PATH = "coalesce(add.path, remove.path)"
+_ACTION_DV = "coalesce(add.deletionVector, remove.deletionVector)"
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -185,9 +190,7 @@ class LogReader:
         paths = "[" + ", ".join(_lit(self.storage.duckdb_path(f)) for f in files) + "]"
         ver = f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
         file_action = "add IS NOT NULL OR remove IS NOT NULL"
-        path = "coalesce(add.path, remove.path)"
-        dv = "coalesce(add.deletionVector, remove.deletionVector)"
-        key = key_hash_sql(key_sql(path, self.storage.root), dv_unique_id_sql(dv))
+        key = key_hash_sql(key_sql(_ACTION_PATH, self.storage.root), dv_unique_id_sql(_ACTION_DV))
         return (
             f"SELECT {ver} AS version, CASE WHEN {file_action} THEN {key} END AS h, "
             "CAST(add IS NOT NULL AS BIGINT) AS is_add, "
@@ -210,8 +213,7 @@ class LogReader:
             f"SELECT * EXCLUDE (_lq_path, _lq_dv), {key_hash_sql('key', 'dvid')} AS h FROM ("
             "SELECT *, CASE WHEN add IS NULL AND remove IS NULL THEN NULL "
             f"ELSE {key} END AS key, {dvid} AS dvid FROM ("
-            "SELECT *, coalesce(add.path, remove.path) AS _lq_path, "
-            f"coalesce(add.deletionVector, remove.deletionVector) AS _lq_dv FROM ({source})))"
+            f"SELECT *, {_ACTION_PATH} AS _lq_path, {_ACTION_DV} AS _lq_dv FROM ({source})))"
         )
 
     def non_file_actions_sql(self) -> str:
