@@ -690,10 +690,13 @@ class ChangeScan:
         """A lazy DuckDB relation: the scans' relations combined with ``UNION ALL``.
 
         Args:
-            con: the connection to build the relation on (a new one when None).
+            con: the connection to build the relation on (when None, a new cursor of
+                lakequery's engine database, :mod:`lakequery.duckdb_databases`).
         """
         if con is None:
-            con = duckdb.connect()
+            from lakequery.duckdb_databases import engine_cursor
+
+            con = engine_cursor()
         live = [s for s in self.scans if s.plan().num_files] or self.scans[:1]
         rels = [s.to_duckdb(con) for s in live]
         out = rels[0]

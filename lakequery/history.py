@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import private_cursor
 from lakequery.engines.sql_types import quote_str
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.log_files import LogFile

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import private_cursor
 from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import (
     CorruptLogError,

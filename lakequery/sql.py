@@ -48,7 +48,9 @@ def sql(
 
     Args:
         query: DuckDB SQL naming the tables by their keyword.
-        con: connection to use (a new one when None); the views stay defined on it.
+        con: connection to use (a new database when None: the views are views of the
+            whole database, which every cursor of a shared one would see); the views stay
+            defined on it.
         **tables: a table URI, ``DeltaTable``, ``Snapshot`` (time travel) or ``Scan``
             (a projection / filter) per name.
     """

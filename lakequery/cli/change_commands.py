@@ -21,7 +21,7 @@ _FORMATS = ("csv", "parquet", "json")
 
 def _read_file(source: str, fmt: str | None) -> Any:
     """A DuckDB relation over a CSV, Parquet or (newline-delimited) JSON file or glob."""
-    import duckdb
+    from lakequery.duckdb_databases import engine_cursor
 
     if fmt is None:
         ext = os.path.splitext(source.rstrip("/"))[1].lower().lstrip(".")
@@ -31,7 +31,7 @@ def _read_file(source: str, fmt: str | None) -> Any:
             f"cannot tell the format of {source!r}: pass --format {'/'.join(_FORMATS)}",
             param_hint="--format",
         )
-    con = duckdb.connect()
+    con = engine_cursor()
     reader = {"csv": con.read_csv, "parquet": con.read_parquet, "json": con.read_json}[fmt]
     return reader(source)
 

@@ -217,15 +217,13 @@ def sql_cmd(
     opts: Options, query: str, tables: tuple[str, ...], version: int | None, as_of: str | None
 ) -> None:
     """DuckDB SQL over one or more tables (--version / --as-of apply to each of them)."""
-    import duckdb
-
     from lakequery.sql import sql
 
     named = {
         name: open_snapshot(opts, uri, version, as_of)
         for name, uri in key_values(tables, "--table").items()
     }
-    rel = sql(query, con=duckdb.connect(), **named)  # type: ignore[arg-type]
+    rel = sql(query, **named)  # type: ignore[arg-type]
     emit_arrow(opts.json, rel.to_arrow_table())
 
 

@@ -37,7 +37,7 @@ from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.display import HtmlMetrics
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import create_temp_view, private_cursor
 from lakequery.dv.writer import DeletionVectorWriter
 from lakequery.engines.deletion import dv_cardinalities
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN, duckdb_relation
@@ -326,7 +326,7 @@ class Statement:
                 raise_storage_failure(exc, self.snapshot.table_uri)
                 raise PredicateError(predicate, str(exc).splitlines()[0]) from exc
         try:
-            rel.create_view(name, replace=True)
+            create_temp_view(self.con, name, rel)
         except duckdb.Error as exc:
             raise_storage_failure(exc, self.snapshot.table_uri)
             raise
@@ -547,7 +547,7 @@ class Statement:
         assert self.plan is not None
         scan = self.snapshot.scan().restricted_to(self.plan.files.take(indices))
         scan = preserving_scan(self.snapshot, scan)
-        duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rewrite", replace=True)
+        create_temp_view(self.con, "__lq_rewrite", duckdb_relation(scan, self.con, row_ids=True))
         # the rewrite scan numbers its files 0..n-1 in the order of ``indices``
         remap = pa.table({"o": indices, "n": int64_array(np.arange(len(indices)))})
         self.con.register("__lq_remap", remap)
@@ -590,7 +590,7 @@ class Statement:
         indices = touched.column("o").combine_chunks().cast(pa.int64())
         scan = self.snapshot.scan(columns=[]).restricted_to(self.plan.files.take(indices))
         scan = scan.with_row_tracking_columns(("__lq_rt_id", "__lq_rt_version"))
-        duckdb_relation(scan, self.con, row_ids=True).create_view("__lq_rt_ids", replace=True)
+        create_temp_view(self.con, "__lq_rt_ids", duckdb_relation(scan, self.con, row_ids=True))
         remap = pa.table({"o": indices, "n": int64_array(np.arange(len(indices)))})
         self.con.register("__lq_rt_remap", remap)
         self.con.execute(

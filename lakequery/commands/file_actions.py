@@ -99,7 +99,7 @@ def partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
     import numpy as np
 
     from lakequery.arrow_buffers import bool_array, int64_array
-    from lakequery.duckdb_private import private_cursor
+    from lakequery.duckdb_databases import private_cursor
     from lakequery.protocol.predicates import bind, parse_predicate, to_duckdb_sql
 
     n = files.num_rows

@@ -32,7 +32,7 @@ import time
 from urllib.parse import unquote
 
 from lakequery.commands.metrics import LogCleanupResult
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.history import monotonic_ms, read_commit_infos
 from lakequery.log_reader import LogReader

@@ -119,7 +119,7 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
     """``cdc`` paths named by commits whose timestamp is inside the window."""
     from urllib.parse import unquote
 
-    from lakequery.duckdb_private import private_cursor
+    from lakequery.duckdb_databases import private_cursor
     from lakequery.history import commit_timestamps
 
     commits = list_log(storage, 0).commits

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakequery.arrow_buffers import int_values, python_scalar
+from lakequery.duckdb_databases import engine_cursor
 from lakequery.engines import keep_masks
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.keep_masks import KeepMask
@@ -530,17 +531,19 @@ def _annotated_variants(
 def duckdb_relation(
     scan: Scan, con: duckdb.DuckDBPyConnection | None = None, *, row_ids: bool = False
 ) -> duckdb.DuckDBPyRelation:
-    """Builds the scan's relation on ``con`` (a new connection when None).
+    """Builds the scan's relation on ``con`` (when None, a new cursor of lakequery's
+    engine database: see :mod:`lakequery.duckdb_databases`).
 
     With ``row_ids`` the relation has two more columns, :data:`ROW_FILE_COLUMN` and
     :data:`ROW_NUMBER_COLUMN`: the row's file and physical position (what DML marks in
     deletion vectors)."""
     if con is None:
-        con = duckdb.connect()
-    # Delta data files never change in place: footers read while planning are reused when
-    # the query runs (DuckDB's cache also checks each file's modification time). Set once
-    # per connection (a statement per relation was 4% of a warm query on a small table).
-    if con not in _METADATA_CACHE_SET:
+        con = engine_cursor()  # its database has the metadata cache on
+    elif con not in _METADATA_CACHE_SET:
+        # Delta data files never change in place: footers read while planning are reused
+        # when the query runs (DuckDB's cache also checks each file's modification time).
+        # Set once per connection (a statement per relation was 4% of a warm query on a
+        # small table).
         con.execute("SET parquet_metadata_cache = true")
         _METADATA_CACHE_SET.add(con)
     plan = scan.plan()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import private_cursor
 from lakequery.engines.sql_types import glob_list_literal
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name

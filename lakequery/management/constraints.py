@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import duckdb
 
+from lakequery.duckdb_databases import engine_cursor
 from lakequery.errors import AlterTableError, ConstraintViolationError
 from lakequery.management.change import AlterChange
 from lakequery.management.properties import CONSTRAINT_PREFIX, plan_properties
@@ -42,9 +43,9 @@ _VIEW = "__lq_alter_rows"
 def _count_violations(snapshot: Snapshot, expression: str) -> tuple[int, int]:
     """(violating rows, live rows) of the snapshot for a Spark SQL boolean expression."""
     test = f"COALESCE(CAST(({spark_to_duckdb(expression)}) AS BOOLEAN), FALSE)"
-    con = duckdb.connect(":memory:")
+    con = engine_cursor()
     try:
-        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET SESSION TimeZone = 'UTC'")
         rel = snapshot.scan().to_duckdb(con)
         sql = f"SELECT count(*) FILTER (WHERE NOT {test}), count(*) FROM {_VIEW}"
         bad, total = rel.query(_VIEW, sql).fetchall()[0]

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.types as pat
 
 from lakequery.arrow_buffers import bool_array, int64_array
-from lakequery.duckdb_private import private_cursor
+from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import PredicateError
 from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import (

@@ -389,9 +389,9 @@ def _removes_for_overwrite(
         return remove_actions(snapshot, files, now), []
     # Rows of the candidate files that do not match stay: copy them into new files.
     keep_sql = f"NOT coalesce(({plan.predicate}), false)"
-    import duckdb
+    from lakequery.duckdb_databases import engine_cursor
 
-    con = duckdb.connect()
+    con = engine_cursor()
     # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
     # the rows that must be kept.
     whole = snapshot.scan().restricted_to(candidates)

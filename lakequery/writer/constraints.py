@@ -166,13 +166,15 @@ class ConstraintChecker:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            con = duckdb.connect(":memory:")
-            con.execute("SET TimeZone = 'UTC'")
+            from lakequery.duckdb_databases import engine_cursor
+
+            con = engine_cursor()  # rows in order: results line up with the batch's rows
+            con.execute("SET SESSION TimeZone = 'UTC'")
             self._con = con
         return self._con
 
     def close(self) -> None:
-        """Closes the private DuckDB connection (reopened on demand)."""
+        """Closes the DuckDB cursor (reopened on demand)."""
         if self._con is not None:
             self._con.close()
             self._con = None

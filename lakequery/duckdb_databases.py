@@ -1,0 +1,115 @@
+"""The two in-memory DuckDB databases lakequery opens in a process, and their cursors.
+
+Opening a database costs ~10 ms (its buffer manager, its worker threads); a cursor of an
+open one costs microseconds, and the temporary tables, views and registered objects of a
+cursor stay private to it. So lakequery opens at most two databases per process, each on
+first use:
+
+* the *private* database runs lakequery's own work (log replay, data skipping, DML) with
+  two global settings that suit it and would not suit a user's query: rows may come back in
+  any order (``preserve_insertion_order``), and join sides are never swapped (replay joins a
+  small table of winners with a large stream of parsed actions; DuckDB's cardinality
+  estimate for JSON scans is poor and it would otherwise hash the stream);
+* the *engine* database holds the relations lakequery hands out when the caller gives no
+  connection (``Scan.to_duckdb()``, ``lakequery.sql``, a change feed's ``to_duckdb()``)
+  and its own work that needs DuckDB's defaults (row order kept: constraint checks align
+  results with rows). Its settings are DuckDB's defaults plus the Parquet metadata cache:
+  Delta data files never change in place, so footers read while planning are not read
+  again by the query (DuckDB keeps that cache within its memory limit). Each relation has a
+  cursor of its own: relations can be used from different threads, and what a relation
+  registers (keep masks) goes away with it.
+
+Both spill to private directories under the system temp directory (DuckDB's default for an
+in-memory database would be ``.tmp`` in the working directory).
+
+**After fork().** DuckDB's worker threads do not survive a fork: in a child, a database
+the parent opened can hang the first query that waits for a worker, and freeing it crashes
+the child when it exits. A forked child therefore opens its own databases on first use and
+never touches its parent's: their Python objects are kept referenced for good (neither
+closed nor freed), so the child's exit leaves them alone as well.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+import threading
+
+import duckdb
+
+#: The databases this process opened, by kind ("private", "engine").
+_DATABASES: dict[str, duckdb.DuckDBPyConnection] = {}
+_LOCK = threading.Lock()
+
+_PRIVATE_SETTINGS = {
+    "preserve_insertion_order": False,
+    "disabled_optimizers": "build_side_probe_side",
+}
+
+
+def _database(kind: str) -> duckdb.DuckDBPyConnection:
+    """The process's database of ``kind``, opened on first use (the caller holds _LOCK)."""
+    db = _DATABASES.get(kind)
+    if db is None:
+        suffix = "" if kind == "private" else f"-{kind}"
+        spill = os.path.join(tempfile.gettempdir(), f"lakequery-duckdb-{os.getpid()}{suffix}")
+        settings = _PRIVATE_SETTINGS if kind == "private" else {}
+        db = duckdb.connect(":memory:", config={"temp_directory": spill, **settings})
+        if kind == "engine":
+            # an option of the Parquet reader: it can only be set once the database is open
+            db.execute("SET GLOBAL parquet_metadata_cache = true")
+        _DATABASES[kind] = db
+    return db
+
+
+def private_cursor() -> duckdb.DuckDBPyConnection:
+    """A fresh cursor for internal queries (row order never matters there)."""
+    with _LOCK:
+        return _database("private").cursor()
+
+
+def engine_cursor() -> duckdb.DuckDBPyConnection:
+    """A fresh cursor of the engine database: for a relation handed to the caller, or
+    internal work that needs DuckDB's default settings (rows kept in order)."""
+    with _LOCK:
+        return _database("engine").cursor()
+
+
+def create_temp_view(
+    con: duckdb.DuckDBPyConnection, name: str, rel: duckdb.DuckDBPyRelation
+) -> None:
+    """Makes ``rel`` (built on ``con``) the temporary view ``name`` of ``con``: seen by
+    that cursor only. ``DuckDBPyRelation.create_view`` makes a view of the whole database,
+    which every cursor of a shared database sees, and statements running in other threads
+    would replace each other's views of the same name. The view's definition is the
+    relation's SQL text, so ``rel`` must read only sources SQL names (files, tables,
+    objects registered on ``con``), not a Python object it was built from."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {rel.sql_query()}")
+
+
+def _close() -> None:
+    """Closes this process's databases before interpreter shutdown (DuckDB's bindings
+    complain about objects still alive at teardown otherwise)."""
+    with _LOCK:
+        while _DATABASES:
+            _DATABASES.popitem()[1].close()
+
+
+def _forget_parent_databases() -> None:
+    """In a forked child: the parent's databases are set aside for good (see the module
+    docstring), and the lock starts free whatever thread held it in the parent."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    if _DATABASES:
+        import ctypes
+
+        for db in _DATABASES.values():
+            # one reference that is never released: the object is never freed in the child
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
+        _DATABASES.clear()
+
+
+atexit.register(_close)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_parent_databases)

@@ -1,0 +1,200 @@
+"""lakequery's two process-wide DuckDB databases (lakequery.duckdb_databases): relations
+handed out without a connection share one database, each on a cursor of its own, and a
+forked child never touches its parent's databases. The process-level properties are
+checked in fresh interpreters (the test session has opened its databases long before)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import lakequery as lq
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _table(path: Path, files: int = 3) -> str:
+    uri = str(path)
+    for i in range(files):
+        lq.write(
+            uri,
+            pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}),
+            mode="append",
+        )
+    lq.DeltaTable(uri).delete("id % 10 = 3")  # deletion vectors: keep masks, DV reads
+    return uri
+
+
+def _run(code: str, cwd: Path, timeout: float = 180) -> Any:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,  # a child stuck on its parent's database must fail, not hang
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_forked_children_read_write_and_exit_cleanly(tmp_path: Path) -> None:
+    """The parent has used both databases (a read through DuckDB, a DELETE); its forked
+    children replay logs, query, run DML and exit, through ``multiprocessing``'s fork
+    context and a bare ``os.fork`` whose child leaves through normal interpreter
+    shutdown. Before, a pool child hung in the parent's database and a child's exit
+    crashed on freeing it."""
+    tables = [_table(tmp_path / f"t{i}") for i in range(3)]
+    code = f"""
+import json, multiprocessing, os, sys
+import lakequery as lq
+
+TABLES = {tables!r}
+
+def work(uri):
+    table = lq.DeltaTable(uri)
+    before = table.snapshot().scan().to_duckdb().aggregate("count(*), sum(id)").fetchall()[0]
+    deleted = table.delete("id % 10 = 7").num_deleted_rows
+    after = lq.sql("SELECT count(*) FROM t", t=uri).fetchall()[0][0]
+    return [before[0], before[1], deleted, after]
+
+parent = work(TABLES[0])
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    pooled = pool.map_async(work, TABLES[1:]).get(timeout=120)
+pid = os.fork()
+if pid == 0:
+    try:
+        ok = work(TABLES[1])[3] == pooled[0][3]  # a table the pool child changed
+    except BaseException:
+        os._exit(3)
+    sys.exit(0 if ok else 4)  # normal shutdown: atexit hooks, objects freed
+_, status = os.waitpid(pid, 0)
+print(json.dumps(dict(parent=parent, pooled=pooled, status=status,
+                      own=lq.DeltaTable(TABLES[0]).snapshot().scan().to_duckdb()
+                      .aggregate("count(*)").fetchall()[0][0])))
+"""
+    got = _run(code, tmp_path)
+    ids = range(300)
+    live = [i for i in ids if i % 10 != 3]
+    assert got["parent"] == [len(live), sum(live), 30, 240]
+    assert got["pooled"] == [[270, sum(live), 30, 240]] * 2
+    assert got["status"] == 0
+    assert got["own"] == 240
+
+
+def test_relations_without_a_connection_share_one_database(tmp_path: Path) -> None:
+    """Reads, a change feed and a write with a constraint open two databases in all (the
+    private one and the engine's), not one per relation. ``lq.sql`` without a connection
+    opens one of its own: its views are views of the whole database."""
+    uri = _table(tmp_path / "t")
+    lq.DeltaTable(uri).alter.set_properties({"delta.enableChangeDataFeed": "true"})
+    code = f"""
+import json
+import duckdb
+opened = []
+_connect = duckdb.connect
+def counting_connect(*args, **kwargs):
+    opened.append(args[:1])
+    return _connect(*args, **kwargs)
+duckdb.connect = counting_connect
+import lakequery as lq
+import pyarrow as pa
+t = lq.DeltaTable({uri!r})
+counts = [t.snapshot().scan().to_duckdb().aggregate("count(*)").fetchall()[0][0] for _ in range(3)]
+t.alter.add_constraint({{"positive": "id >= 0"}})
+lq.write({uri!r}, pa.table({{"id": pa.array([1000], pa.int64())}}), mode="append")
+v = t.snapshot().version
+counts.append(t.changes(starting_version=v, ending_version=v).to_duckdb().aggregate("count(*)").fetchall()[0][0])
+shared = len(opened)
+counts.append(lq.sql("SELECT count(*) FROM a JOIN b USING (id)", a=t, b=t).fetchall()[0][0])
+print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
+"""
+    got = _run(code, tmp_path)
+    assert got["counts"] == [270, 270, 270, 1, 271]
+    assert got["shared"] == 2
+    assert got["opened"] == 3
+
+
+def test_dml_in_parallel_threads(tmp_path: Path) -> None:
+    """DELETE, UPDATE and MERGE on four tables at once, each in its thread: every statement
+    sees its own target (the views DML builds are temporary, per cursor; they were views of
+    the shared database, and statements replaced each other's)."""
+    uris = [_table(tmp_path / f"t{i}", files=2) for i in range(4)]
+    errors: list[str] = []
+    counts: dict[int, list[int]] = {}
+
+    def work(i: int) -> None:
+        table = lq.DeltaTable(uris[i])
+        got = []
+        try:
+            for k in (0, 1, 2):
+                got.append(table.delete(f"id % 10 = {k}").num_deleted_rows)
+                got.append(
+                    table.update(f"id % 10 = {k + 4}", set={"id": "id + 1000"}).num_updated_rows
+                )
+                source = pa.table({"id": pa.array([k * 10 + 5, 5000 + k], pa.int64())})
+                m = (
+                    table.merge(source, on="t.id = s.id", source_alias="s", target_alias="t")
+                    .when_matched_delete()
+                    .when_not_matched_insert_all()
+                    .execute()
+                )
+                got += [m.num_deleted_rows, m.num_inserted_rows]
+        except Exception as exc:  # collected: an assertion in a thread would be lost
+            errors.append(repr(exc))
+        counts[i] = got
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    # the same statements on a Python list of the ids
+    ids = [i for i in range(200) if i % 10 != 3]
+    want = []
+    for k in (0, 1, 2):
+        want.append(sum(1 for i in ids if i % 10 == k))
+        ids = [i for i in ids if i % 10 != k]
+        want.append(sum(1 for i in ids if i % 10 == k + 4))
+        ids = [i + 1000 if i % 10 == k + 4 else i for i in ids]
+        matched = [i for i in (k * 10 + 5, 5000 + k) if i in ids]
+        ids = [i for i in ids if i not in matched] + [
+            i for i in (k * 10 + 5, 5000 + k) if i not in matched
+        ]
+        want += [len(matched), 2 - len(matched)]
+    assert counts == {i: want for i in range(4)}
+    for uri in uris:
+        got = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist()
+        assert sorted(got) == sorted(ids)
+
+
+def test_relations_from_threads_and_in_file_order(tmp_path: Path) -> None:
+    """Each relation has a cursor of its own: relations built and run in parallel threads
+    give their own answers; and the engine database keeps rows in file order (the private
+    one would not)."""
+    uri = _table(tmp_path / "t", files=4)
+    snap = lq.DeltaTable(uri).snapshot()
+    expected = snap.scan().to_arrow().column("id").to_pylist()
+    results: dict[int, Any] = {}
+
+    def read(i: int) -> None:
+        scan = snap.scan(filter=f"id >= {i * 100}")
+        results[i] = scan.to_duckdb().aggregate("count(*)").fetchall()[0][0]
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(4) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == {i: 90 * (4 - i) for i in range(4)}
+    ordered = snap.scan().to_duckdb().to_arrow_table().column("id").to_pylist()
+    assert ordered == expected
