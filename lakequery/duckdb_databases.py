@@ -11,13 +11,14 @@ first use:
   small table of winners with a large stream of parsed actions; DuckDB's cardinality
   estimate for JSON scans is poor and it would otherwise hash the stream);
 * the *engine* database holds the relations lakequery hands out when the caller gives no
-  connection (``Scan.to_duckdb()``, ``lakequery.sql``, a change feed's ``to_duckdb()``)
-  and its own work that needs DuckDB's defaults (row order kept: constraint checks align
-  results with rows). Its settings are DuckDB's defaults plus the Parquet metadata cache:
-  Delta data files never change in place, so footers read while planning are not read
-  again by the query (DuckDB keeps that cache within its memory limit). Each relation has a
-  cursor of its own: relations can be used from different threads, and what a relation
-  registers (keep masks) goes away with it.
+  connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``; ``lakequery.sql``
+  opens a database of its own, since its views are views of the whole database) and its
+  own work that needs DuckDB's defaults (row order kept: constraint checks align results
+  with rows). Its settings are DuckDB's defaults plus the Parquet metadata cache: Delta
+  data files never change in place, so footers read while planning are not read again by
+  the query (DuckDB 1.5 and 2.0 count the cache against the database's memory limit and
+  evict from it). Each relation has a cursor of its own: relations can be used from
+  different threads, and what a relation registers (keep masks) goes away with it.
 
 Both spill to private directories under the system temp directory (DuckDB's default for an
 in-memory database would be ``.tmp`` in the working directory).
