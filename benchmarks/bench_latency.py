@@ -389,6 +389,10 @@ def warm(tables: dict[str, str], reps: int, ext: str) -> list[dict[str, Any]]:
     dcon = delta_connection(ext)
     out = []
     for name, path in tables.items():
+
+        def delta_scan(p: str = path) -> Any:
+            return dcon.sql(AGG.replace("FROM t", f"FROM delta_scan('{p}')")).fetchall()
+
         pairs: list[tuple[str, Callable[[], Any], str, Callable[[], Any]]] = [
             (
                 "to_duckdb()",
@@ -396,9 +400,7 @@ def warm(tables: dict[str, str], reps: int, ext: str) -> list[dict[str, Any]]:
                     lq.DeltaTable(p).snapshot().scan().to_duckdb(con).query("t", AGG).fetchall()
                 ),
                 "delta_scan",
-                lambda p=path: dcon.sql(
-                    AGG.replace("FROM t", f"FROM delta_scan('{p}')")
-                ).fetchall(),
+                delta_scan,
             ),
             (
                 # the default: no connection given (lakequery's engine database; a new
@@ -408,9 +410,7 @@ def warm(tables: dict[str, str], reps: int, ext: str) -> list[dict[str, Any]]:
                     lq.DeltaTable(p).snapshot().scan().to_duckdb().query("t", AGG).fetchall()
                 ),
                 "delta_scan",
-                lambda p=path: dcon.sql(
-                    AGG.replace("FROM t", f"FROM delta_scan('{p}')")
-                ).fetchall(),
+                delta_scan,
             ),
             (
                 "to_polars()",
