@@ -11,7 +11,13 @@ with the peers, plus probes that bound what a design can reach:
   deletion vectors, no checkpoint, no protocol checks) and aggregates the live files: a
   generous floor for a replay that never imports pyarrow (small4 only);
 * ``lq_arrow_via_duckdb``: ``scan.to_duckdb().to_arrow_table()``, the Arrow table read by
-  DuckDB instead of pyarrow.dataset.
+  DuckDB instead of pyarrow.dataset;
+* ``design_b``: lakequery's own statements for the table, captured in this process (the
+  replay on the private database, then the footer check and the relation on the engine
+  database) and run in a fresh interpreter that imports DuckDB only, the live files
+  fetched as Python rows: what a ``to_duckdb()`` that never imports pyarrow would cost,
+  less lakequery's own modules and the path, DV and link checks (small4 and log300; dv2's
+  relation reads keep masks registered from NumPy, which a capture cannot carry).
 
 Usage: ``PYTHONPATH=$PWD .venv-bench/bin/python -m benchmarks.latency_designs --before
 /tmp/lq-before --reps 9``
@@ -20,11 +26,14 @@ Usage: ``PYTHONPATH=$PWD .venv-bench/bin/python -m benchmarks.latency_designs --
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from benchmarks import bench_latency as bl
 from benchmarks.bytecode import compile_sources
@@ -48,6 +57,23 @@ PROBES = {
         "res = con.sql(AGG.replace('FROM t', 'FROM read_parquet([' + files + '])')).fetchall()\n"
         "T_engine = time.perf_counter()\n"
     ),
+    "design_b": (
+        "import json, duckdb\nT_import = time.perf_counter()\n"
+        "cap = json.load(open(P + '.design_b.json'))\n"
+        "con = duckdb.connect(':memory:', config=cap['private_config'])\n"
+        "for kind, stmt in cap['replay']:\n"
+        "    rows = con.sql(stmt).fetchall() if kind == 'sql' else con.execute(stmt).fetchall()\n"
+        "    if kind == 'execute' and 'metaData' in stmt:\n"
+        "        [json.loads(v) for r in rows for v in r[1:] if isinstance(v, str)]\n"
+        "T_replay = time.perf_counter()\n"
+        "cur = duckdb.connect().cursor()\n"
+        "for kind, stmt in cap['engine']:\n"
+        "    r = cur.execute(stmt) if kind == 'execute' else cur.sql(stmt)\n"
+        "    if 'parquet_schema(' in stmt:\n"
+        "        r.fetchall()\n"
+        "res = cur.sql(cap['relation']).query('t', AGG).fetchall()\n"
+        "T_engine = time.perf_counter()\n"
+    ),
     "lq_arrow_via_duckdb": (
         "import lakequery as lq\nimport pyarrow.compute as pc\nT_import = time.perf_counter()\n"
         "snap = lq.DeltaTable(P).snapshot()\nT_replay = time.perf_counter()\n"
@@ -55,6 +81,54 @@ PROBES = {
         "res = [(t.num_rows, pc.sum(t['value']).as_py())]\nT_engine = time.perf_counter()\n"
     ),
 }
+
+
+class _Recorder:
+    """A DuckDB connection that notes the SQL it is given (``execute`` and ``sql``)."""
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self.statements: list[tuple[str, str]] = []
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self.statements.append(("execute", sql))
+        return self.con.execute(sql, *args)
+
+    def sql(self, sql: str, *args: Any) -> Any:
+        self.statements.append(("sql", sql))
+        return self.con.sql(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.con, name)
+
+
+def capture_design_b(path: str) -> None:
+    """Writes ``<path>.design_b.json``: the statements lakequery runs to read ``path``
+    through ``to_duckdb()`` (see the module docstring, ``design_b``)."""
+    import lakequery as lq
+    from lakequery import duckdb_databases
+    from lakequery.duckdb_databases import engine_cursor, private_cursor
+    from lakequery.engines import duckdb as engine
+    from lakequery.log_segment import load_state
+
+    table = lq.DeltaTable(path)
+    replay = _Recorder(private_cursor())
+    load_state(table.storage, None, replay)  # type: ignore[arg-type]
+    cur = _Recorder(engine_cursor())
+    engine._SHARED_TYPES.clear()  # the footer check runs as in a fresh process
+    rel = table.snapshot().scan().to_duckdb(cur)  # type: ignore[arg-type]
+    Path(path + ".design_b.json").write_text(
+        json.dumps(
+            {
+                "private_config": duckdb_databases._PRIVATE_SETTINGS,
+                "replay": replay.statements,
+                "engine": cur.statements[:-1],  # the last one is the relation
+                "relation": rel.sql_query(),
+            }
+        )
+    )
+
+
 PAIRS = [
     ("lq_duckdb", "delta_scan", 1.0),
     ("lq_polars", "polars_deltalake", 1.0),
@@ -79,6 +153,9 @@ def main() -> int:
             jobs += [(lq_reader, path, "after"), (lq_reader, path, "before"), (peer, path, "")]
         jobs.append(("lq_arrow_via_duckdb", path, "after"))
     jobs.append(("duckdb_only", tables["small4"], ""))
+    for name in ("small4", "log300"):
+        capture_design_b(tables[name])
+        jobs.append(("design_b", tables[name], ""))
     jobs += [(p, "", "") for p in PROBES if p.startswith("floor_")]
     jobs += [(p, "", "") for p in ("python", "import_duckdb", "import_pyarrow", "import_deltalake")]
 
@@ -139,8 +216,11 @@ def main() -> int:
             )
     print("\n| probe | wall s | CPU s |\n|---|---:|---:|")
     for job in jobs:
-        if not job[1] or job[0] == "duckdb_only":
-            print(f"| {job[0]} | {wall[job]:.3f} | {cpu[job]:.3f} |")
+        if not job[1] or job[0] in ("duckdb_only", "design_b"):
+            name = next((n for n, p in tables.items() if p == job[1]), "")
+            delta_scan = wall.get(("delta_scan", job[1], ""))
+            ratio = f" ({wall[job] / delta_scan:.2f}x `delta_scan` on {name})" if delta_scan else ""
+            print(f"| {job[0]}{ratio} | {wall[job]:.3f} | {cpu[job]:.3f} |")
     print("\n| phase marks (median s since first line) | table | marks |\n|---|---|---|")
     for job, rs in runs.items():
         if rs[0]["marks"]:
