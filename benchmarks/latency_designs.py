@@ -218,8 +218,12 @@ def main() -> int:
     for job in jobs:
         if not job[1] or job[0] in ("duckdb_only", "design_b"):
             name = next((n for n, p in tables.items() if p == job[1]), "")
-            delta_scan = wall.get(("delta_scan", job[1], ""))
-            ratio = f" ({wall[job] / delta_scan:.2f}x `delta_scan` on {name})" if delta_scan else ""
+            peer = ("delta_scan", job[1], "")
+            ratio = ""
+            if peer in wall:
+                ratio = f" ({wall[job] / wall[peer]:.2f}x `delta_scan` on {name})"
+                got, want = (str(runs[j][0]["result"]) for j in (job, peer))
+                ratio += "" if bl._same(got, want) else " (results differ)"
             print(f"| {job[0]}{ratio} | {wall[job]:.3f} | {cpu[job]:.3f} |")
     print("\n| phase marks (median s since first line) | table | marks |\n|---|---|---|")
     for job, rs in runs.items():
