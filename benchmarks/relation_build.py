@@ -7,11 +7,20 @@ the scan untimed, then times ``scan.to_duckdb(con)`` and ``count(*), sum(value)`
 Trees alternate; medians are printed. The tables are ``bench_latency``'s
 (``benchmarks/data/latency``; run ``bench_latency`` once to build them).
 
-Usage (RESULTS.md §8, "Evening of 2026-11-26")::
+``--form query`` times ``rel.query("t", sql)`` instead of ``rel.aggregate(...)`` (DuckDB binds
+the relation again for it). ``--untagged`` measures copies of the tables whose JSON commits
+lost lakequery's schema tags, so that the engine reads every footer, as it does for tables
+of other writers.
+
+Usage (RESULTS.md §8, "Evening of 2026-11-26" and "2026-11-27")::
 
     git worktree add /tmp/lq-before <commit>
     .venv-bench/bin/python -m benchmarks.relation_build --before /tmp/lq-before \\
         fig4_1000000_1000 fig4_1000000_10000 small4_25000 dv2_25000
+    .venv-bench/bin/python -m benchmarks.relation_build --before /tmp/lq-before --untagged \\
+        fig4_1000000_10000
+    .venv-bench/bin/python -m benchmarks.relation_build --before /tmp/lq-before --form query \\
+        fig4_1000000_10000
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,16 +49,33 @@ con = duckdb.connect()
 t0 = time.perf_counter()
 rel = scan.to_duckdb(con)
 t1 = time.perf_counter()
-rows = rel.aggregate("count(*), sum(value)").fetchall()
+if sys.argv[2] == "query":
+    rows = rel.query("t", "SELECT count(*), sum(value) FROM t").fetchall()
+else:
+    rows = rel.aggregate("count(*), sum(value)").fetchall()
 t2 = time.perf_counter()
 print(json.dumps({"build": t1 - t0, "query": t2 - t1, "rows": rows[0][0]}))
 """
 
+_TAGS = re.compile(r',"tags":\{"lakequery\.parquetSchema":"[0-9a-f]*"\}')
 
-def _run(tree: str, table: Path, cwd: str) -> dict[str, float]:
+
+def copy_untagged(src: Path, dest: Path) -> Path:
+    """A copy of the table at ``src`` under ``dest`` without schema tags in its JSON commits
+    (tables with a checkpoint are refused: their tags would stay)."""
+    if list((src / "_delta_log").glob("*.checkpoint*.parquet")):
+        raise SystemExit(f"{src} has a checkpoint: its schema tags would stay")
+    out = dest / src.name
+    shutil.copytree(src, out, ignore=shutil.ignore_patterns("*.crc", "_SUCCESS"))
+    for commit in (out / "_delta_log").glob("*.json"):
+        commit.write_text(_TAGS.sub("", commit.read_text()))
+    return out
+
+
+def _run(tree: str, table: Path, cwd: str, form: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=tree)
     out = subprocess.run(
-        [sys.executable, "-c", _PROGRAM, str(table)],
+        [sys.executable, "-c", _PROGRAM, str(table), form],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -63,6 +91,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="a lakequery source tree to compare")
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--form", choices=["aggregate", "query"], default="aggregate")
+    parser.add_argument("--untagged", action="store_true", help="copies without schema tags")
     parser.add_argument("tables", nargs="+", help="names under benchmarks/data/latency")
     args = parser.parse_args()
     before = str(Path(args.before).resolve())
@@ -73,10 +103,11 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as cwd:
         for name in args.tables:
+            table = copy_untagged(DATA / name, Path(cwd)) if args.untagged else DATA / name
             runs: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
             for _ in range(args.reps):
                 for label, tree in trees.items():
-                    runs[label].append(_run(tree, DATA / name, cwd))
+                    runs[label].append(_run(tree, table, cwd, args.form))
             rows = {r["rows"] for rs in runs.values() for r in rs}
             assert len(rows) == 1, f"{name}: the trees disagree on the row count {rows}"
             med = {
