@@ -30,8 +30,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import CorruptLogError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import (

@@ -20,8 +20,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import PredicateError
 from lakequery.protocol.column_mapping import physical_name_map
@@ -183,7 +183,7 @@ class Scan:
                 physical_name_map(snap.metadata.schema, snap.column_mapping_mode),
             )
             mask = prune_mask(files, self.filter, columns)
-            files = files.filter(mask)
+            files = pc.filter(files, mask)
         return self._plan_of(files, total)
 
     def _plan_of(self, files: pa.Table, total: int) -> ScanPlan:

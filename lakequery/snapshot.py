@@ -15,8 +15,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import ObjectNotFoundError, TableNotFoundError
 from lakequery.history import commit_timestamps, read_commit_infos
 from lakequery.log_segment import (

@@ -167,6 +167,43 @@ print(json.dumps(dict(total=total, version=snap.version,
     assert got["loaded"] is False
 
 
+def test_duckdb_reads_import_no_pyarrow_compute(tmp_path: Path) -> None:
+    """``import pyarrow.compute`` costs a fresh process ~27 ms (a wrapper and docstring per
+    kernel): the replay, its load checks, planning and the DuckDB engine call the kernels
+    through :mod:`lakequery.arrow_kernels`. Whole-table DuckDB reads of a table written by
+    lakequery, a partitioned one, one with deletion vectors and one read from a checkpoint
+    (files without schema tags, so every footer is checked) leave it unimported; a
+    filtered read in the same process then imports it and still prunes."""
+    plain = str(tmp_path / "plain")
+    lq.write(plain, pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    parts = str(tmp_path / "parts")
+    lq.write(
+        parts,
+        pa.table({"p": ["a", "b", "b", "c"], "id": pa.array([1, 2, 3, 4], pa.int64())}),
+        partition_by="p",
+    )
+    dv, kept = _dv_table(tmp_path / "dv")
+    kit = TableKit(tmp_path / "cp")
+    kit.create(pa.schema([("id", pa.int64())]))
+    for k in range(3):
+        kit.commit([kit.write_parquet(pa.table({"id": pa.array([k, k + 10], pa.int64())}))])
+    lq.DeltaTable(kit.uri).checkpoint()
+    kit.commit([kit.write_parquet(pa.table({"id": pa.array([99], pa.int64())}))])
+    code = f"""
+import json, sys
+import lakequery as lq
+counts = [lq.DeltaTable(u).snapshot().scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
+          for u in {[plain, parts, dv, kit.uri]!r}]
+compute = "pyarrow.compute" in sys.modules
+plan = lq.DeltaTable({parts!r}).snapshot().scan(filter="p = 'b'").plan()
+print(json.dumps(dict(counts=counts, compute=compute, files=plan.num_files)))
+"""
+    got = _run(code, tmp_path)
+    assert got["counts"] == [3, 4, kept, 7]
+    assert got["compute"] is False
+    assert got["files"] == 1
+
+
 def test_a_whole_table_duckdb_read_imports_no_predicate_language_nor_thread_pool(
     tmp_path: Path,
 ) -> None:

@@ -99,7 +99,7 @@ Z85_UUID_LENGTH = 20
 def u_prefixes(paths: Any) -> Any:
     """The directory prefixes of ``u`` DVs' ``pathOrInlineDv`` values (vectorised): all
     but the trailing Z85 UUID."""
-    import pyarrow.compute as pc
+    from lakequery import arrow_kernels as pc
 
     return pc.utf8_slice_codeunits(paths, 0, -Z85_UUID_LENGTH)
 
@@ -130,7 +130,7 @@ def _plainly_valid(
     back with ``as_py`` run here; when this says False the full check runs and names the
     problem (a cardinality of 0, a ``p`` DV, and -- with a table root -- a ``u`` prefix
     holding ``..`` or ``%`` also send it there)."""
-    import pyarrow.compute as pc
+    from lakequery import arrow_kernels as pc
 
     if any(pc.any(pc.and_(present, pc.is_null(c))).as_py() for c in (kind, path, size, card)):
         return False
@@ -152,15 +152,14 @@ def _plainly_valid(
         )
         if pc.any(pc.and_(present, suspect)).as_py():
             return False
-    lowest = (pc.min(c.filter(present)).as_py() for c in (size, card, offset))
+    lowest = (pc.min(pc.filter(c, present)).as_py() for c in (size, card, offset))
     return all(low is None or low >= bound for low, bound in zip(lowest, (0, 1, 0), strict=True))
 
 
 def _path_problems(root: str, kind: Any, path: Any) -> list[tuple[str, Any]]:
     """(reason, mask) of DV paths that escape the root: a ``..`` segment in a ``u``
     prefix; a ``p`` path that is relative, on other storage or holds a ``..`` segment."""
-    import pyarrow.compute as pc
-
+    from lakequery import arrow_kernels as pc
     from lakequery.protocol.file_locations import (
         PARENT_SEGMENT_PATTERN,
         external_mask,
@@ -203,7 +202,7 @@ def check_descriptors(files: pa.Table, root: str | None = None) -> None:
     Raises:
         DeletionVectorError: naming the first such data file and what is wrong.
     """
-    import pyarrow.compute as pc
+    from lakequery import arrow_kernels as pc
 
     if "deletion_vector" not in files.column_names or files.num_rows == 0:
         return

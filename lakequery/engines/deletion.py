@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int64_scalar
 from lakequery.dv.descriptor import Descriptor
 
@@ -56,8 +56,8 @@ def deleted_rows(plan: ScanPlan, storage: Storage) -> dict[str, npt.NDArray[np.i
         return {}
     from lakequery.dv.files import deleted_positions  # pyroaring: tables with DVs only
 
-    files = plan.files.filter(mask)
-    locations = [str(x) for x in plan.locations.filter(mask).to_pylist()]
+    files = pc.filter(plan.files, mask)
+    locations = [str(x) for x in pc.filter(plan.locations, mask).to_pylist()]
     descriptors = [
         Descriptor.from_dict(d or {}) for d in files.column("deletion_vector").to_pylist()
     ]

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int_values, python_scalar
 from lakequery.duckdb_databases import engine_cursor
 from lakequery.engines import keep_masks
@@ -153,7 +153,7 @@ def _schema_representatives(scan: Scan) -> list[str]:
         tags.combine_chunks(), python_scalar(SCHEMA_TAG, pa.string()), "first"
     )
     # index_in gives each distinct fingerprint's first position
-    first = pc.index_in(pc.unique(fingerprints.drop_null()), value_set=fingerprints)
+    first = pc.index_in(pc.unique(pc.drop_null(fingerprints)), value_set=fingerprints)
     untagged = pc.indices_nonzero(pc.is_null(fingerprints))
     # disjoint sets (np.union1d would import numpy.ma: 14 ms in a fresh process)
     both = np.concatenate(

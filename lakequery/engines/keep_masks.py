@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from lakequery import arrow_kernels as pc
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_list_literal
@@ -152,8 +153,8 @@ def register(
     # Python values for the files with DVs only (at most MAX_BRANCHES), never for the
     # whole plan: ``deleted`` holds exactly the files ``dv_mask`` selects
     with_dv = dv_mask(plan)
-    dv_files = plan.files.filter(with_dv)
-    index = {str(loc): i for i, loc in enumerate(plan.locations.filter(with_dv).to_pylist())}
+    dv_files = pc.filter(plan.files, with_dv)
+    index = {str(loc): i for i, loc in enumerate(pc.filter(plan.locations, with_dv).to_pylist())}
     locs = [p for g in groups for p in g.locations]
     at = [index[p] for p in locs]
     sizes = dv_files.column("size").to_pylist()

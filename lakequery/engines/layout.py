@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.schema import DeltaType

@@ -27,8 +27,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import SchemaError, UnsupportedFeatureError
 from lakequery.protocol.schema import (
     ArrayType,
@@ -330,7 +330,7 @@ def _map_array(parent: Any, keys: Any, items: Any, target: Any) -> Any:
 
 
 def _mask(arr: Any) -> Any:
-    return arr.is_null() if arr.null_count else None
+    return pc.is_null(arr) if arr.null_count else None
 
 
 def _struct(children: Sequence[Any], fields: Sequence[Any], parent: Any) -> Any:

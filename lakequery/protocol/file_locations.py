@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from lakequery import arrow_kernels as pc
 
 #: A key that is an absolute location: a URI scheme or an absolute OS path.
 ABSOLUTE_PATTERN = r"^([a-zA-Z][a-zA-Z0-9+.-]*:|/)"

@@ -46,8 +46,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import python_scalar
 from lakequery.errors import SchemaError
 from lakequery.protocol.schema import (
@@ -93,7 +93,7 @@ def _check(ok: Any, strings: Any, column: str, t: DeltaType) -> None:
     """Raise naming the first non-null value whose ``ok`` flag is false."""
     bad = pc.and_(pc.is_valid(strings), pc.invert(pc.fill_null(ok, _bool(False))))
     if pc.any(bad).as_py():
-        shown = strings.filter(bad)[0].as_py()
+        shown = pc.filter(strings, bad)[0].as_py()
         raise SchemaError(
             f"partition column {column!r}: cannot parse {shown!r} as {_type_label(t)}"
         )
@@ -275,7 +275,7 @@ def partition_struct(
             pv = pc.cast(pv, pa.list_(pv.type.value_field))
         flat = pv.values
         pv = pa.MapArray.from_arrays(
-            pv.offsets, flat.field(0), flat.field(1), mask=pv.is_null() if pv.null_count else None
+            pv.offsets, flat.field(0), flat.field(1), mask=pc.is_null(pv) if pv.null_count else None
         )
     if not pa.types.is_map(pv.type):
         raise SchemaError(f"partitionValues must be a map, got {pv.type}")

@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import CorruptLogError, InvalidPathError
 
 
@@ -284,7 +284,7 @@ def check_paths(files: pa.Table, *, root: str) -> None:
     )
     if not pc.any(candidates).as_py():
         return
-    suspects = path.filter(candidates)
+    suspects = pc.filter(path, candidates)
     reasons = refusals(root, suspects.combine_chunks())
     bad = pc.indices_nonzero(pc.is_valid(reasons))
     if len(bad):

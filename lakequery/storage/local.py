@@ -68,15 +68,16 @@ class LocalStorage(Storage):
     def check_links(self, files: pa.Table) -> None:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
         are, or lie below, a symbolic link leading out of the table root."""
-        import pyarrow.compute as pc
-
+        from lakequery import arrow_kernels as pc
         from lakequery.dv.descriptor import u_prefixes
         from lakequery.protocol.file_locations import all_plain_relative, external_mask
 
         if files.num_rows == 0:
             return
         keys = files.column("path")  # chunked: no copy of every path
-        relative = keys if all_plain_relative(keys) else keys.filter(pc.invert(external_mask(keys)))
+        relative = (
+            keys if all_plain_relative(keys) else pc.filter(keys, pc.invert(external_mask(keys)))
+        )
         dv_dirs = None
         if "deletion_vector" in files.column_names:
             dv = files.column("deletion_vector")
@@ -88,7 +89,7 @@ class LocalStorage(Storage):
                 # no Python value becomes an Arrow scalar (pyarrow would import pandas)
                 on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
                 # chunked as it is (combine_chunks of no chunks would import pandas)
-                dv_dirs = u_prefixes(path.filter(on_disk))
+                dv_dirs = u_prefixes(pc.filter(path, on_disk))
         self.links.check_relative(relative, dv_dirs)
 
     def check_write_directory(self, directory: str) -> None:

@@ -150,12 +150,13 @@ class LinkGuard:
                 in them any link named like a DV file counts as one the log refers to.
         """
         import pyarrow as pa
-        import pyarrow.compute as pc
+
+        from lakequery import arrow_kernels as pc
 
         # Python lists, not pa.array of Python values: pyarrow's first conversion of a
         # Python value imports pandas (0.2-0.4 s of a fresh process, see test_lazy_import)
         if files.null_count:
-            files = files.drop_null()
+            files = pc.drop_null(files)
         parents: set[Any] = set()
         # the copies go to malloc, which hands them back: Arrow's pool would keep them
         # resident, raising the process's peak memory after every snapshot load
@@ -168,7 +169,7 @@ class LinkGuard:
             part: Any = files.slice(start, _PARENT_BATCH)
             split = pc.split_pattern(part, "/", max_splits=1, reverse=True, memory_pool=pool)
             first = pc.list_flatten(pc.list_slice(split, 0, 1, memory_pool=pool))
-            parents.update(pc.unique(first.filter(pc.not_equal(first, part))).to_pylist())
+            parents.update(pc.unique(pc.filter(first, pc.not_equal(first, part))).to_pylist())
         dv_parents = [] if dv_dirs is None else pc.unique(dv_dirs).to_pylist()
         dv_set = {str(d).strip("/") for d in dv_parents if d is not None}
         directories = {""}
