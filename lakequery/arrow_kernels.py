@@ -36,53 +36,13 @@ from typing import Any
 import pyarrow as pa
 
 try:  # where the kernels live (pyarrow 3 and later)
-    from pyarrow._compute import (
-        CastOptions,
-        ExtractRegexOptions,
-        FilterOptions,
-        IndexOptions,
-        JoinOptions,
-        ListFlattenOptions,
-        ListSliceOptions,
-        MapLookupOptions,
-        MatchSubstringOptions,
-        NullOptions,
-        ReplaceSliceOptions,
-        ReplaceSubstringOptions,
-        ScalarAggregateOptions,
-        SetLookupOptions,
-        SliceOptions,
-        SplitPatternOptions,
-        StructFieldOptions,
-        call_function,
-    )
-    from pyarrow._compute import (
-        Expression as Expression,
-    )
+    from pyarrow import _compute as _arrow
 except ImportError:  # pragma: no cover - the public names, should pyarrow move them
-    from pyarrow.compute import (  # type: ignore[attr-defined,no-redef]
-        CastOptions,
-        ExtractRegexOptions,
-        FilterOptions,
-        IndexOptions,
-        JoinOptions,
-        ListFlattenOptions,
-        ListSliceOptions,
-        MapLookupOptions,
-        MatchSubstringOptions,
-        NullOptions,
-        ReplaceSliceOptions,
-        ReplaceSubstringOptions,
-        ScalarAggregateOptions,
-        SetLookupOptions,
-        SliceOptions,
-        SplitPatternOptions,
-        StructFieldOptions,
-        call_function,
-    )
-    from pyarrow.compute import (
-        Expression as Expression,
-    )
+    import pyarrow.compute as _arrow  # type: ignore[no-redef]
+
+call_function = _arrow.call_function
+#: The class of ``pyarrow.compute`` expressions (for ``isinstance``).
+Expression = _arrow.Expression
 
 #: Arity of a kernel taking any number of arguments.
 VARARGS = -1
@@ -118,7 +78,7 @@ or_ = _kernel("or", 2)
 and_kleene = _kernel("and_kleene", 2)
 invert = _kernel("invert", 1)
 is_valid = _kernel("is_valid", 1)
-is_null = _kernel("is_null", 1, NullOptions)
+is_null = _kernel("is_null", 1, _arrow.NullOptions)
 equal = _kernel("equal", 2)
 not_equal = _kernel("not_equal", 2)
 less = _kernel("less", 2)
@@ -126,38 +86,38 @@ greater = _kernel("greater", 2)
 if_else = _kernel("if_else", 3)
 
 # -- aggregates (named as in pyarrow.compute, shadowing builtins only in this namespace) ------
-any = _kernel("any", 1, ScalarAggregateOptions)
-all = _kernel("all", 1, ScalarAggregateOptions)
-min = _kernel("min", 1, ScalarAggregateOptions)
-sum = _kernel("sum", 1, ScalarAggregateOptions)
+any = _kernel("any", 1, _arrow.ScalarAggregateOptions)
+all = _kernel("all", 1, _arrow.ScalarAggregateOptions)
+min = _kernel("min", 1, _arrow.ScalarAggregateOptions)
+sum = _kernel("sum", 1, _arrow.ScalarAggregateOptions)
 
 # -- strings --------------------------------------------------------------------------------
-match_substring = _kernel("match_substring", 1, MatchSubstringOptions)
-match_substring_regex = _kernel("match_substring_regex", 1, MatchSubstringOptions)
-starts_with = _kernel("starts_with", 1, MatchSubstringOptions)
-replace_substring = _kernel("replace_substring", 1, ReplaceSubstringOptions)
-replace_substring_regex = _kernel("replace_substring_regex", 1, ReplaceSubstringOptions)
-extract_regex = _kernel("extract_regex", 1, ExtractRegexOptions)
-utf8_slice_codeunits = _kernel("utf8_slice_codeunits", 1, SliceOptions)
-utf8_replace_slice = _kernel("utf8_replace_slice", 1, ReplaceSliceOptions)
+match_substring = _kernel("match_substring", 1, _arrow.MatchSubstringOptions)
+match_substring_regex = _kernel("match_substring_regex", 1, _arrow.MatchSubstringOptions)
+starts_with = _kernel("starts_with", 1, _arrow.MatchSubstringOptions)
+replace_substring = _kernel("replace_substring", 1, _arrow.ReplaceSubstringOptions)
+replace_substring_regex = _kernel("replace_substring_regex", 1, _arrow.ReplaceSubstringOptions)
+extract_regex = _kernel("extract_regex", 1, _arrow.ExtractRegexOptions)
+utf8_slice_codeunits = _kernel("utf8_slice_codeunits", 1, _arrow.SliceOptions)
+utf8_replace_slice = _kernel("utf8_replace_slice", 1, _arrow.ReplaceSliceOptions)
 utf8_lower = _kernel("utf8_lower", 1)
-split_pattern = _kernel("split_pattern", 1, SplitPatternOptions)
+split_pattern = _kernel("split_pattern", 1, _arrow.SplitPatternOptions)
 binary_length = _kernel("binary_length", 1)
-binary_join_element_wise = _kernel("binary_join_element_wise", VARARGS, JoinOptions)
+binary_join_element_wise = _kernel("binary_join_element_wise", VARARGS, _arrow.JoinOptions)
 
 # -- nested types, sets, selection ----------------------------------------------------------
-struct_field = _kernel("struct_field", 1, StructFieldOptions)
-map_lookup = _kernel("map_lookup", 1, MapLookupOptions)
-list_slice = _kernel("list_slice", 1, ListSliceOptions)
-list_flatten = _kernel("list_flatten", 1, ListFlattenOptions)
-is_in = _kernel("is_in", 1, SetLookupOptions)
-index_in = _kernel("index_in", 1, SetLookupOptions)
+struct_field = _kernel("struct_field", 1, _arrow.StructFieldOptions)
+map_lookup = _kernel("map_lookup", 1, _arrow.MapLookupOptions)
+list_slice = _kernel("list_slice", 1, _arrow.ListSliceOptions)
+list_flatten = _kernel("list_flatten", 1, _arrow.ListFlattenOptions)
+is_in = _kernel("is_in", 1, _arrow.SetLookupOptions)
+index_in = _kernel("index_in", 1, _arrow.SetLookupOptions)
 indices_nonzero = _kernel("indices_nonzero", 1)
 unique = _kernel("unique", 1)
 drop_null = _kernel("drop_null", 1)
 #: ``values`` where ``mask`` is true (the ``filter`` methods of arrays and tables import
 #: ``pyarrow.compute``)
-filter = _kernel("filter", 2, FilterOptions)
+filter = _kernel("filter", 2, _arrow.FilterOptions)
 
 
 # -- the functions pyarrow.compute writes by hand ---------------------------------------------
@@ -166,7 +126,7 @@ def cast(
 ) -> Any:
     """``pyarrow.compute.cast`` to a ``DataType``: safe unless ``safe=False``."""
     if options is None:
-        safe_cast = CastOptions.unsafe if safe is False else CastOptions.safe
+        safe_cast = _arrow.CastOptions.unsafe if safe is False else _arrow.CastOptions.safe
         options = safe_cast(target_type)
     elif target_type is not None or safe is not None:
         raise ValueError("cast takes target_type and safe, or options, not both")
@@ -192,4 +152,4 @@ def index(data: Any, value: Any) -> Any:
         scalar = pa.scalar(scalar, type=data.type)
     elif data.type != scalar.type:
         scalar = pa.scalar(scalar.as_py(), type=data.type)
-    return call_function("index", [data], IndexOptions(scalar))
+    return call_function("index", [data], _arrow.IndexOptions(scalar))
