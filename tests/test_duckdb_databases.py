@@ -5,19 +5,14 @@ checked in fresh interpreters (the test session has opened its databases long be
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from fresh_process import run_python
 
 import lakequery as lq
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _table(path: Path, files: int = 3) -> str:
@@ -30,20 +25,6 @@ def _table(path: Path, files: int = 3) -> str:
         )
     lq.DeltaTable(uri).delete("id % 10 = 3")  # deletion vectors: keep masks, DV reads
     return uri
-
-
-def _run(code: str, cwd: Path, timeout: float = 180) -> Any:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,  # a child stuck on its parent's database must fail, not hang
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_forked_children_read_write_and_exit_cleanly(tmp_path: Path) -> None:
@@ -81,7 +62,7 @@ print(json.dumps(dict(parent=parent, pooled=pooled, status=status,
                       own=lq.DeltaTable(TABLES[0]).snapshot().scan().to_duckdb()
                       .aggregate("count(*)").fetchall()[0][0])))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     ids = range(300)
     live = [i for i in ids if i % 10 != 3]
     assert got["parent"] == [len(live), sum(live), 30, 240]
@@ -117,7 +98,7 @@ shared = len(opened)
 counts.append(lq.sql("SELECT count(*) FROM a JOIN b USING (id)", a=t, b=t).fetchall()[0][0])
 print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["counts"] == [270, 270, 270, 1, 271]
     assert got["shared"] == 2
     assert got["opened"] == 3

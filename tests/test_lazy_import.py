@@ -3,30 +3,16 @@ since the test session itself has imported everything long before."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
+from fresh_process import run_python
 from tablekit import TableKit, dv_protocol, remove_action, with_dv
 
 import lakequery as lq
 
-ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("duckdb", "polars", "numba", "llvmlite", "pyspark", "deltalake", "lakequery.demo")
-
-
-def _run(code: str, cwd: Path) -> Any:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_import_loads_no_engine_and_the_api_still_resolves(tmp_path: Path) -> None:
@@ -52,7 +38,7 @@ print(json.dumps(dict(loaded=loaded, demo=demo, change_scan=change_scan, missing
                       star=star, sql_is_function=sql_is_function, table_module=table_module,
                       unknown=unknown, rows=lq.sql("SELECT 42 AS x").fetchall())))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["loaded"] == []
     assert got["demo"] == "lakequery.demo"
     assert got["change_scan"] == "lakequery.cdf.ChangeScan"
@@ -98,7 +84,7 @@ counts = [scan.to_arrow().num_rows, scan.to_polars().select(pl.len()).collect().
 print(json.dumps(dict(counts=counts, numba="numba" in sys.modules,
                       demo="lakequery.demo" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["counts"] == [kept, kept, kept]
     assert got["numba"] is False
     assert got["demo"] is False
@@ -140,7 +126,7 @@ print(json.dumps(dict(count=count, loaded=sorted(
     m for m in ("pandas", "pyarrow.dataset", "pyarrow.parquet", "fsspec", "asyncio")
     if m in sys.modules))))
 """
-        got = _run(code, tmp_path)
+        got = run_python(code, tmp_path)
         assert got["count"] == kept, engine
         assert got["loaded"] == [], engine
 
@@ -161,7 +147,7 @@ total = snap.scan().to_duckdb().aggregate("sum(id)").fetchall()[0][0]
 print(json.dumps(dict(total=total, version=snap.version,
                       loaded="pyarrow.parquet" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["version"] == 3  # the checkpoint at version 2 and one commit after it
     assert got["total"] == sum(range(3)) + sum(i + 10 for i in range(3)) + 99
     assert got["loaded"] is False
@@ -198,7 +184,7 @@ compute = "pyarrow.compute" in sys.modules
 plan = lq.DeltaTable({parts!r}).snapshot().scan(filter="p = 'b'").plan()
 print(json.dumps(dict(counts=counts, compute=compute, files=plan.num_files)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["counts"] == [3, 4, kept, 7]
     assert got["compute"] is False
     assert got["files"] == 1
@@ -235,7 +221,7 @@ plan = snap.scan(filter="id >= 100").plan()
 print(json.dumps(dict(count=count, loaded=loaded, files=plan.num_files,
                       predicates="lakequery.protocol.predicate_ast" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["count"] == kept
     assert got["loaded"] == []
     assert got["files"] == 1 and got["predicates"] is True
@@ -260,7 +246,7 @@ for command in ("describe", "files", "head"):
     out[command] = len(buf.getvalue())
 print(json.dumps(dict(out=out, pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert all(n > 0 for n in got["out"].values()), got
     assert got["pandas"] is False
 
@@ -295,7 +281,7 @@ counts = [
 ]
 print(json.dumps(dict(counts=counts, pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     # ids 0..99 twice; id 3 deleted twice, id 5 became 1005 twice: 2 * 49 rows above 50
     # plus the two 1005s; k = 1 holds 33 of the 100 rows
     assert got["counts"] == [2 * 49 + 2, 2 * 49 + 2, 33]
@@ -325,7 +311,7 @@ lq.write({uri!r}, t, mode="append")  # version 9
 lq.write({uri!r}, t, mode="append", app_id="job", app_version=7)  # version 10: checkpoint
 print(json.dumps(dict(pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["pandas"] is False
     log = tmp_path / "t" / "_delta_log"
     assert (log / f"{10:020d}.checkpoint.parquet").exists()
@@ -362,7 +348,7 @@ rows = parsed.to_pylist()
 print(json.dumps(dict(first=[repr(v) for v in rows[0].values()],
                       second=list(rows[1].values()), pandas=loaded)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["pandas"] is False
     assert got["second"] == [None] * 13
     assert got["first"] == [
@@ -402,7 +388,7 @@ print(json.dumps(dict(dry=list(dry.files), done=list(done.files), deleted=done.f
                       gone=[not os.path.exists(p) for p in done.files],
                       pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["pandas"] is False
     assert len(got["done"]) == got["deleted"] == 2  # the two k=1 files
     assert sorted(got["dry"]) == sorted(got["done"]) and all(got["gone"])
@@ -431,7 +417,7 @@ replaced = lq.write({uri!r}, t, mode="overwrite", predicate="k = 2").num_removed
 compacted = dt.optimize(predicate="k >= 3").files_removed
 print(json.dumps(dict(counts=[deleted, replaced, compacted], pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["pandas"] is False
     assert got["counts"] == [2, 2, 2]  # two files per partition, from the two writes
     ids = sorted(lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist())
@@ -464,6 +450,6 @@ for batch in lq.DeltaTable({uri!r}).stream(starting_offset={stored!r}, max_files
     ids += [r[0] for r in {read}]
 print(json.dumps(dict(ids=sorted(ids), pandas="pandas" in sys.modules)))
 """
-    got = _run(code, tmp_path)
+    got = run_python(code, tmp_path)
     assert got["ids"] == [2, 3, 4, 5, 6, 7]
     assert got["pandas"] is False
