@@ -48,10 +48,17 @@ Expression = _arrow.Expression
 VARARGS = -1
 
 
-def _kernel(name: str, arity: int, options_class: type | None = None) -> Callable[..., Any]:
+def _kernel(name: str, arity: int, options_name: str | None = None) -> Callable[..., Any]:
     """The ``pyarrow.compute`` wrapper of kernel ``name``: the first ``arity`` positional
     arguments are its inputs, further positional arguments and the keywords build its
-    options (else ``options=``, an instance or a dict of them)."""
+    options (else ``options=``, an instance or a dict of them). ``options_name`` names the
+    option class, looked up when options are built (an older pyarrow may lack a class that
+    only newer keywords need)."""
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        if options_name is None:
+            raise TypeError(f"{name} takes no options, got {args or kwargs}")
+        return getattr(_arrow, options_name)(*args, **kwargs)
 
     def call(*args: Any, memory_pool: Any = None, options: Any = None, **kwargs: Any) -> Any:
         if arity == VARARGS:
@@ -61,11 +68,11 @@ def _kernel(name: str, arity: int, options_class: type | None = None) -> Callabl
                 raise TypeError(f"{name} takes {arity} positional argument(s), got {len(args)}")
             inputs, option_args = args[:arity], args[arity:]
         if option_args or kwargs:
-            if options is not None or options_class is None:
-                raise TypeError(f"{name}: unexpected options {option_args or kwargs}")
-            options = options_class(*option_args, **kwargs)
-        elif isinstance(options, dict) and options_class is not None:
-            options = options_class(**options)
+            if options is not None:
+                raise TypeError(f"{name} called with both options= and option arguments")
+            options = build(*option_args, **kwargs)
+        elif isinstance(options, dict):
+            options = build(**options)
         return call_function(name, list(inputs), options, memory_pool)
 
     call.__name__ = call.__qualname__ = name
@@ -78,7 +85,7 @@ or_ = _kernel("or", 2)
 and_kleene = _kernel("and_kleene", 2)
 invert = _kernel("invert", 1)
 is_valid = _kernel("is_valid", 1)
-is_null = _kernel("is_null", 1, _arrow.NullOptions)
+is_null = _kernel("is_null", 1, "NullOptions")
 equal = _kernel("equal", 2)
 not_equal = _kernel("not_equal", 2)
 less = _kernel("less", 2)
@@ -86,38 +93,38 @@ greater = _kernel("greater", 2)
 if_else = _kernel("if_else", 3)
 
 # -- aggregates (named as in pyarrow.compute, shadowing builtins only in this namespace) ------
-any = _kernel("any", 1, _arrow.ScalarAggregateOptions)
-all = _kernel("all", 1, _arrow.ScalarAggregateOptions)
-min = _kernel("min", 1, _arrow.ScalarAggregateOptions)
-sum = _kernel("sum", 1, _arrow.ScalarAggregateOptions)
+any = _kernel("any", 1, "ScalarAggregateOptions")
+all = _kernel("all", 1, "ScalarAggregateOptions")
+min = _kernel("min", 1, "ScalarAggregateOptions")
+sum = _kernel("sum", 1, "ScalarAggregateOptions")
 
 # -- strings --------------------------------------------------------------------------------
-match_substring = _kernel("match_substring", 1, _arrow.MatchSubstringOptions)
-match_substring_regex = _kernel("match_substring_regex", 1, _arrow.MatchSubstringOptions)
-starts_with = _kernel("starts_with", 1, _arrow.MatchSubstringOptions)
-replace_substring = _kernel("replace_substring", 1, _arrow.ReplaceSubstringOptions)
-replace_substring_regex = _kernel("replace_substring_regex", 1, _arrow.ReplaceSubstringOptions)
-extract_regex = _kernel("extract_regex", 1, _arrow.ExtractRegexOptions)
-utf8_slice_codeunits = _kernel("utf8_slice_codeunits", 1, _arrow.SliceOptions)
-utf8_replace_slice = _kernel("utf8_replace_slice", 1, _arrow.ReplaceSliceOptions)
+match_substring = _kernel("match_substring", 1, "MatchSubstringOptions")
+match_substring_regex = _kernel("match_substring_regex", 1, "MatchSubstringOptions")
+starts_with = _kernel("starts_with", 1, "MatchSubstringOptions")
+replace_substring = _kernel("replace_substring", 1, "ReplaceSubstringOptions")
+replace_substring_regex = _kernel("replace_substring_regex", 1, "ReplaceSubstringOptions")
+extract_regex = _kernel("extract_regex", 1, "ExtractRegexOptions")
+utf8_slice_codeunits = _kernel("utf8_slice_codeunits", 1, "SliceOptions")
+utf8_replace_slice = _kernel("utf8_replace_slice", 1, "ReplaceSliceOptions")
 utf8_lower = _kernel("utf8_lower", 1)
-split_pattern = _kernel("split_pattern", 1, _arrow.SplitPatternOptions)
+split_pattern = _kernel("split_pattern", 1, "SplitPatternOptions")
 binary_length = _kernel("binary_length", 1)
-binary_join_element_wise = _kernel("binary_join_element_wise", VARARGS, _arrow.JoinOptions)
+binary_join_element_wise = _kernel("binary_join_element_wise", VARARGS, "JoinOptions")
 
 # -- nested types, sets, selection ----------------------------------------------------------
-struct_field = _kernel("struct_field", 1, _arrow.StructFieldOptions)
-map_lookup = _kernel("map_lookup", 1, _arrow.MapLookupOptions)
-list_slice = _kernel("list_slice", 1, _arrow.ListSliceOptions)
-list_flatten = _kernel("list_flatten", 1, _arrow.ListFlattenOptions)
-is_in = _kernel("is_in", 1, _arrow.SetLookupOptions)
-index_in = _kernel("index_in", 1, _arrow.SetLookupOptions)
+struct_field = _kernel("struct_field", 1, "StructFieldOptions")
+map_lookup = _kernel("map_lookup", 1, "MapLookupOptions")
+list_slice = _kernel("list_slice", 1, "ListSliceOptions")
+list_flatten = _kernel("list_flatten", 1, "ListFlattenOptions")
+is_in = _kernel("is_in", 1, "SetLookupOptions")
+index_in = _kernel("index_in", 1, "SetLookupOptions")
 indices_nonzero = _kernel("indices_nonzero", 1)
 unique = _kernel("unique", 1)
 drop_null = _kernel("drop_null", 1)
 #: ``values`` where ``mask`` is true (the ``filter`` methods of arrays and tables import
 #: ``pyarrow.compute``)
-filter = _kernel("filter", 2, _arrow.FilterOptions)
+filter = _kernel("filter", 2, "FilterOptions")
 
 
 # -- the functions pyarrow.compute writes by hand ---------------------------------------------
