@@ -9,15 +9,15 @@ interpreter's exit slower too: a tenth of a fresh ``to_duckdb()`` on a small tab
 ``pyarrow.compute`` re-exports both as public API (the fallback import below).
 
 So the modules a plain read runs (replay and its load checks, planning, the DuckDB
-engine's layout, deletion vectors) import this module as ``pc``: each name here is the
-``pyarrow.compute`` function of the same name, with the same positional arguments,
-option keywords, ``options=`` and ``memory_pool=`` (built by :func:`_kernel` as
-``pyarrow.compute`` builds its wrappers), for arrays and scalars; expressions
-are ``pyarrow.compute``'s own (``pc.field``), imported where a filter is built; only
-their class, :class:`Expression`, is here, for ``isinstance``.
-A name missing here fails mypy at the call. ``tests/test_lazy_import.py`` holds fresh
-DuckDB reads (plain, partitioned, with deletion vectors, from a checkpoint) to leave
-``pyarrow.compute`` unimported.
+engine's layout, deletion vectors) import this module as ``pc``. Each name here is the
+``pyarrow.compute`` function of the same name over arrays and scalars, with the same
+positional arguments, option keywords, ``options=`` and ``memory_pool=`` (:func:`_kernel`
+builds it as ``pyarrow.compute`` builds its wrappers). Expressions (``pc.field``) stay
+``pyarrow.compute``'s, imported where a filter is built; only their class,
+:data:`Expression`, is here, for ``isinstance``. A name missing here fails mypy at the
+call; ``tests/test_arrow_kernels.py`` compares every kernel with ``pyarrow.compute``'s,
+and ``tests/test_lazy_import.py`` holds fresh DuckDB reads (plain, partitioned, with
+deletion vectors, from a checkpoint) to leave ``pyarrow.compute`` unimported.
 
 Example:
     >>> import pyarrow as pa
