@@ -31,8 +31,8 @@ def _columns(value: str | None) -> list[str] | None:
 def _file_rows(files: pa.Table) -> pa.Table:
     """Path, size, records, rows deleted by DVs and partition values per file."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    from lakequery import arrow_kernels as pc
     from lakequery.engines.deletion import dv_cardinalities
 
     deleted = dv_cardinalities(files)
@@ -53,8 +53,7 @@ def _file_rows(files: pa.Table) -> pa.Table:
 def describe_data(snap: Snapshot) -> dict[str, Any]:
     """What ``describe`` shows, as plain data: DESCRIBE DETAIL plus the version's time, the
     schema, the rows and what deletion vectors hide."""
-    import pyarrow.compute as pc
-
+    from lakequery import arrow_kernels as pc
     from lakequery.management.detail import describe_detail
 
     detail = describe_detail(snap)

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import pyarrow.compute as pc
-
+from lakequery import arrow_kernels as pc
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.snapshot import Snapshot
 

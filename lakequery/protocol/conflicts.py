@@ -27,8 +27,8 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
