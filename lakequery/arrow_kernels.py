@@ -8,8 +8,9 @@ interpreter's exit slower too: a tenth of a fresh ``to_duckdb()`` on a small tab
 (~6 ms): ``call_function`` and the option classes are what those wrappers call, and
 ``pyarrow.compute`` re-exports both as public API (the fallback import below).
 
-So the modules a plain read runs (replay and its load checks, planning, the DuckDB
-engine's layout, deletion vectors) import this module as ``pc``. Each name here is the
+So the modules a plain read or write runs (replay and its load checks, planning, the
+DuckDB engine's layout, deletion vectors, the writer's partitioning and statistics, the
+CLI's read commands) import this module as ``pc``. Each name here is the
 ``pyarrow.compute`` function of the same name over arrays and scalars, with the same
 positional arguments, option keywords, ``options=`` and ``memory_pool=`` (:func:`_kernel`
 builds it as ``pyarrow.compute`` builds its wrappers). Expressions (``pc.field``) stay
@@ -92,11 +93,20 @@ less = _kernel("less", 2)
 greater = _kernel("greater", 2)
 if_else = _kernel("if_else", 3)
 
+# -- arithmetic -----------------------------------------------------------------------------
+add = _kernel("add", 2)
+add_checked = _kernel("add_checked", 2)
+multiply = _kernel("multiply", 2)
+multiply_checked = _kernel("multiply_checked", 2)
+is_nan = _kernel("is_nan", 1)
+
 # -- aggregates (named as in pyarrow.compute, shadowing builtins only in this namespace) ------
 any = _kernel("any", 1, "ScalarAggregateOptions")
 all = _kernel("all", 1, "ScalarAggregateOptions")
 min = _kernel("min", 1, "ScalarAggregateOptions")
 sum = _kernel("sum", 1, "ScalarAggregateOptions")
+min_max = _kernel("min_max", 1, "ScalarAggregateOptions")
+count_distinct = _kernel("count_distinct", 1, "CountOptions")
 
 # -- strings --------------------------------------------------------------------------------
 match_substring = _kernel("match_substring", 1, "MatchSubstringOptions")
@@ -109,6 +119,7 @@ utf8_slice_codeunits = _kernel("utf8_slice_codeunits", 1, "SliceOptions")
 utf8_replace_slice = _kernel("utf8_replace_slice", 1, "ReplaceSliceOptions")
 utf8_lower = _kernel("utf8_lower", 1)
 split_pattern = _kernel("split_pattern", 1, "SplitPatternOptions")
+strftime = _kernel("strftime", 1, "StrftimeOptions")
 binary_length = _kernel("binary_length", 1)
 binary_join_element_wise = _kernel("binary_join_element_wise", VARARGS, "JoinOptions")
 
@@ -121,10 +132,12 @@ is_in = _kernel("is_in", 1, "SetLookupOptions")
 index_in = _kernel("index_in", 1, "SetLookupOptions")
 indices_nonzero = _kernel("indices_nonzero", 1)
 unique = _kernel("unique", 1)
+dictionary_encode = _kernel("dictionary_encode", 1, "DictionaryEncodeOptions")
 drop_null = _kernel("drop_null", 1)
-#: ``values`` where ``mask`` is true (the ``filter`` methods of arrays and tables import
-#: ``pyarrow.compute``)
+#: ``values`` where ``mask`` is true, and the rows at ``indices`` (the ``filter`` and
+#: ``take`` methods of arrays, batches and tables import ``pyarrow.compute``)
 filter = _kernel("filter", 2, "FilterOptions")
+take = _kernel("take", 2, "TakeOptions")
 
 
 # -- the functions pyarrow.compute writes by hand ---------------------------------------------

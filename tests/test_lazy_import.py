@@ -254,6 +254,42 @@ print(json.dumps(dict(out=out, loaded=loaded)))
     assert got["loaded"] == []
 
 
+def test_writes_import_neither_pandas_nor_pyarrow_compute(tmp_path: Path) -> None:
+    """Creating and appending to a plain table and to one partitioned by a string column: the
+    writer's partitioning and statistics call :mod:`lakequery.arrow_kernels` (~27 ms of a
+    fresh process for ``pyarrow.compute``), and the empty-string check of string partition
+    values builds its scalars from buffers (``pa.scalar(0, ...)`` made pyarrow import
+    pandas, ~0.15 s)."""
+    root = str(tmp_path)
+    code = f"""
+import json, sys
+import numpy as np
+import pyarrow as pa
+import lakequery as lq
+from lakequery.arrow_buffers import int64_array, python_array
+def batch(ids, keys):
+    return pa.table({{"id": int64_array(np.array(ids)), "p": python_array(keys, pa.string())}})
+plain, parts = {root!r} + "/plain", {root!r} + "/parts"
+for uri, kw in ((plain, {{}}), (parts, {{"partition_by": "p"}})):
+    lq.write(uri, batch([1, 2], ["a", ""]), **kw)
+    lq.write(uri, batch([3, 4], ["b", None]), mode="append", **kw)
+loaded = sorted(m for m in ("pandas", "pyarrow.compute") if m in sys.modules)
+print(json.dumps(dict(loaded=loaded)))
+"""
+    got = run_python(code, tmp_path)
+    assert got["loaded"] == []
+    rows = (
+        lq.DeltaTable(root + "/parts")
+        .snapshot()
+        .scan()
+        .to_duckdb()
+        .query("t", "SELECT id, p FROM t ORDER BY id")
+        .fetchall()
+    )
+    assert rows == [(1, "a"), (2, None), (3, "b"), (4, None)]  # '' is stored as null
+    assert lq.DeltaTable(root + "/plain").snapshot().scan().to_arrow().num_rows == 4
+
+
 def test_writes_dml_and_filtered_reads_import_no_pandas(tmp_path: Path) -> None:
     """A script that writes, deletes, updates, compacts or reads with a filter: pyarrow
     imports pandas (0.15-0.2 s) on its first conversion of a Python or NumPy value, so

@@ -18,9 +18,9 @@ import sys
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import PredicateError
 from lakequery.protocol.arrow_types import timestamp_params, timestamp_type
 from lakequery.protocol.predicate_ast import (

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pat
 
+from lakequery import arrow_kernels as pc
 from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import Literal
 from lakequery.protocol.predicate_sql import sql_literal

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import ConstraintViolationError, SchemaMismatchError, UnsupportedFeatureError
 from lakequery.protocol.schema import StructType, iter_fields, to_arrow_type
 

@@ -34,10 +34,10 @@ from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import empty_table, int_values
 from lakequery.errors import SchemaError, SchemaMismatchError
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
@@ -261,7 +261,7 @@ def distinct_values(column: Any) -> int:
         return int(pc.count_distinct(column, mode="all").as_py())
     nulls = column.null_count
     # from the buffers: to_numpy imports pandas
-    values = int_values(column.drop_null() if nulls else column)
+    values = int_values(pc.drop_null(column) if nulls else column)
     if not values.size:
         return 1 if nulls else 0
     ordered = np.sort(values)
@@ -360,7 +360,7 @@ class _Writer:
             index = batch.schema.get_field_index(CHANGE_TYPE_COLUMN)
             if index < 0:
                 raise SchemaError(f"change data rows need a {CHANGE_TYPE_COLUMN!r} column")
-            change_type = batch.column(index).cast(pa.string())
+            change_type = pc.cast(batch.column(index), pa.string())
             batch = batch.remove_column(index)
         carried: list[Any] = []
         for name in self.state.materialized_columns:
@@ -368,7 +368,7 @@ class _Writer:
             if index < 0:
                 carried.append(pa.nulls(batch.num_rows, pa.int64()))
             else:
-                carried.append(batch.column(index).cast(pa.int64()))
+                carried.append(pc.cast(batch.column(index), pa.int64()))
                 batch = batch.remove_column(index)
         batch, missing = conform_batch(batch, self.schema, self.state.arrow_schema, self.filled)
         if self.identity:

@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakequery import arrow_kernels as pc
 from lakequery.errors import IdentityColumnError, IdentityConflictError, SchemaError
 from lakequery.metadata import Metadata
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint

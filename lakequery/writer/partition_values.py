@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lakequery.arrow_buffers import int64_array, int_values
+from lakequery import arrow_kernels as pc
+from lakequery.arrow_buffers import int64_array, int_values, python_scalar
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 
 #: Directory value of a null (or empty) partition value.
@@ -68,8 +68,9 @@ def java_float_string(value: float, *, single: bool = False) -> str:
 
 def _strings_or_null(arr: Any) -> Any:
     """Empty strings become null: Delta cannot tell them apart in partition values."""
-    empty = pc.equal(pc.binary_length(arr), pa.scalar(0, pa.int32()))
-    return pc.if_else(empty, pa.scalar(None, arr.type), arr)
+    # scalars from buffers: pa.scalar of a Python value makes pyarrow import pandas
+    empty = pc.equal(pc.binary_length(arr), python_scalar(0, pa.int32()))
+    return pc.if_else(empty, pa.nulls(1, arr.type)[0], arr)
 
 
 def _serialize(values: Any, t: DeltaType) -> Any:
@@ -81,20 +82,20 @@ def _serialize(values: Any, t: DeltaType) -> Any:
         ]
         return pa.array(texts, pa.string())
     if name == "timestamp":
-        return pc.strftime(values.cast(pa.timestamp("us", "UTC")), format="%Y-%m-%dT%H:%M:%SZ")
+        return pc.strftime(pc.cast(values, pa.timestamp("us", "UTC")), format="%Y-%m-%dT%H:%M:%SZ")
     if name == "timestamp_ntz":
-        text = pc.strftime(values.cast(pa.timestamp("us")), format="%Y-%m-%d %H:%M:%S")
+        text = pc.strftime(pc.cast(values, pa.timestamp("us")), format="%Y-%m-%d %H:%M:%S")
         return pc.replace_substring_regex(text, r"\.000000$", "")
     if name == "binary":
         try:
-            return _strings_or_null(values.cast(pa.string()))
+            return _strings_or_null(pc.cast(values, pa.string()))
         except pa.ArrowInvalid:  # not UTF-8: Spark's cast substitutes U+FFFD
             texts = [
                 None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()
             ]
             return _strings_or_null(pa.array(texts, pa.string()))
     if name == "string":
-        return _strings_or_null(values.cast(pa.string()))
+        return _strings_or_null(pc.cast(values, pa.string()))
     if isinstance(t, DecimalType) or name in (
         "byte",
         "short",
@@ -103,7 +104,7 @@ def _serialize(values: Any, t: DeltaType) -> Any:
         "boolean",
         "date",
     ):
-        return values.cast(pa.string())
+        return pc.cast(values, pa.string())
     raise ValueError(f"cannot partition by a column of type {name or t!r}")
 
 
@@ -231,7 +232,7 @@ def split_by_partition(
     for name, t in zip(columns, types, strict=True):
         enc = pc.dictionary_encode(_group_column(batch.column(name)), null_encoding="encode")
         strings.append(serialize_partition_values(enc.dictionary, t))
-        idx = enc.indices.cast(pa.int64())
+        idx = pc.cast(enc.indices, pa.int64())
         indices.append(idx)
         if key is None:
             key = idx
@@ -246,7 +247,7 @@ def split_by_partition(
     order = np.argsort(key_np, kind="stable")
     sorted_keys = key_np[order]
     starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1, [n]])
-    taken = batch.take(int64_array(order))
+    taken = pc.take(batch, int64_array(order))
     firsts = order[starts[:-1]]
     for g in range(len(starts) - 1):
         lo, hi = int(starts[g]), int(starts[g + 1])

@@ -25,8 +25,8 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType, StructType, leaf_paths
 
@@ -245,7 +245,7 @@ class StatsCollector:
                 acc.nan = True
                 continue
             if col.kind in ("timestamp", "timestamp_ntz", "date"):
-                arr = arr.cast(pa.int64() if col.kind != "date" else pa.int32())
+                arr = pc.cast(arr, pa.int64() if col.kind != "date" else pa.int32())
             mm = pc.min_max(arr)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             acc.lo = lo if acc.lo is None or lo < acc.lo else acc.lo
