@@ -2,15 +2,17 @@
 
 Each measurement is a new ``python -c`` (run from an empty directory, so that
 ``PYTHONPATH`` decides which tree is imported) that builds a 1,000-row table in memory
-without converting Python values, then runs one operation and reports whether pandas
-was imported: ``lq.write`` of a new table, a DELETE through a deletion vector, a filtered
-DuckDB read, the CLI's ``describe``, an append that lands on a checkpoint (version 10), a
-VACUUM dry run, a DELETE of a whole partition, and a stream consumer that reads the
-batches after version 0 (with ``StreamBatch.to_duckdb()`` where the tree has it, else
-``to_arrow()``). The table an operation needs is written by the same tree beforehand,
+without converting Python values, then runs one operation and reports whether pandas and
+``pyarrow.compute`` were imported: ``lq.write`` of a new table, a DELETE through a deletion
+vector, a filtered DuckDB read, the CLI's ``describe`` and ``files``, an append to a plain
+table and to one partitioned by a string column, an append that lands on a checkpoint
+(version 10), a VACUUM dry run, a DELETE of a whole partition, and a stream consumer that
+reads the batches after version 0 (with ``StreamBatch.to_duckdb()`` where the tree has it,
+else ``to_arrow()``). The table an operation needs is written by the same tree beforehand,
 untimed (:data:`SETUP`). Trees alternate; medians are printed.
 
-Usage (the section "pandas kept out of writes, DML and filtered reads" of RESULTS.md §8)::
+Usage (RESULTS.md §8, the sections "pandas kept out of writes, DML and filtered reads" and
+"2026-11-27, later")::
 
     git archive <commit> lakequery udfs | tar -x -C /tmp/lq-before
     .venv/bin/python -m compileall -q /tmp/lq-before lakequery
@@ -37,6 +39,9 @@ ids = pa.Array.from_buffers(pa.int64(), 1000, [None, pa.py_buffer(np.arange(1000
 t = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids], names=["id"])])
 ks = pa.Array.from_buffers(pa.int64(), 1000, [None, pa.py_buffer(np.arange(1000) % 4)])
 tk = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids, ks], names=["id", "k"])])
+ss = pa.Array.from_buffers(pa.string(), 1000, [None, pa.py_buffer(
+    np.arange(1001, dtype=np.int32)), pa.py_buffer(b"abcd" * 250)])
+ts = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids, ss], names=["id", "s"])])
 """
 
 OPS = {
@@ -51,6 +56,13 @@ OPS = {
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main(['describe', B])\n    except SystemExit:\n        pass"
     ),
+    "CLI files (in-process main)": (
+        "import contextlib, io\nfrom lakequery.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['files', B])\n    except SystemExit:\n        pass"
+    ),
+    "append": "lq.write(B, t, mode='append')",
+    "append, partitioned by a string column": "lq.write(B, ts, mode='append', partition_by=['s'])",
     "append landing on a checkpoint": "lq.write(B, t, mode='append')",
     "VACUUM (dry run)": "lq.DeltaTable(B).vacuum(retention_hours=0, enforce_retention=False)",
     "DELETE of a partition": "lq.DeltaTable(B).delete('k = 1')",
@@ -69,6 +81,7 @@ SETUP = {
     ),
     "VACUUM (dry run)": "lq.write(B, t)\nlq.write(B, t, mode='overwrite')",
     "DELETE of a partition": "lq.write(B, tk, partition_by=['k'])",
+    "append, partitioned by a string column": "lq.write(B, ts, partition_by=['s'])",
     "stream consumer: 3 batches after version 0": (
         "lq.write(B, t)\nfor _ in range(3):\n    lq.write(B, t, mode='append')"
     ),
@@ -104,7 +117,8 @@ def main() -> int:
                     code = (
                         _PROLOGUE
                         + f"D = {d!r}\nB = D + '/b'\n{op}\n"
-                        + "import sys\nprint('pandas' in sys.modules)"
+                        + "import sys\nprint('pandas' in sys.modules, "
+                        + "'pyarrow.compute' in sys.modules)"
                     )
                     t0 = time.perf_counter()
                     out = _python(code, tree, base)
@@ -116,13 +130,15 @@ def main() -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"median of {args.reps}; before = {trees['before']}, now = {trees['now']}\n")
-    print("| fresh process | before (s) | now (s) | pandas imported (before / now) |")
-    print("|---|---:|---:|---|")
+    print(
+        "| fresh process | before (s) | now (s) | now / before "
+        "| pandas, pyarrow.compute imported (before / now) |"
+    )
+    print("|---|---:|---:|---:|---|")
     for name in OPS:
         b, n = (statistics.median(walls[(name, t)]) for t in ("before", "now"))
-        print(
-            f"| {name} | {b:.3f} | {n:.3f} | {pandas[(name, 'before')]} / {pandas[(name, 'now')]} |"
-        )
+        imported = f"{pandas[(name, 'before')]} / {pandas[(name, 'now')]}"
+        print(f"| {name} | {b:.3f} | {n:.3f} | {n / b:.2f} | {imported} |")
     return 0
 
 
