@@ -4,12 +4,13 @@ Each measurement is a new ``python -c`` (run from an empty directory, so that
 ``PYTHONPATH`` decides which tree is imported) that builds a 1,000-row table in memory
 without converting Python values, then runs one operation and reports whether pandas and
 ``pyarrow.compute`` were imported: ``lq.write`` of a new table, a DELETE through a deletion
-vector, a filtered DuckDB read, the CLI's ``describe`` and ``files``, an append to a plain
-table and to one partitioned by a string column, an append that lands on a checkpoint
-(version 10), a VACUUM dry run, a DELETE of a whole partition, and a stream consumer that
-reads the batches after version 0 (with ``StreamBatch.to_duckdb()`` where the tree has it,
-else ``to_arrow()``). The table an operation needs is written by the same tree beforehand,
-untimed (:data:`SETUP`). Trees alternate; medians are printed.
+vector, a filtered DuckDB read, the CLI's ``describe`` and ``files``, a Polars read of a
+partitioned table, an append to a plain table and to one partitioned by a string column, an
+append that lands on a checkpoint (version 10), a VACUUM dry run, a DELETE of a whole
+partition, and a stream consumer that reads the batches after version 0 (with
+``StreamBatch.to_duckdb()`` where the tree has it, else ``to_arrow()``). The table an
+operation needs is written by the same tree beforehand, untimed (:data:`SETUP`). Trees
+alternate; medians are printed.
 
 Usage (RESULTS.md §8, the sections "pandas kept out of writes, DML and filtered reads" and
 "2026-11-27, later")::
@@ -61,6 +62,10 @@ OPS = {
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main(['files', B])\n    except SystemExit:\n        pass"
     ),
+    "to_polars() of a partitioned table + count": (
+        "import polars as pl\n"
+        "lq.DeltaTable(B).snapshot().scan().to_polars().select(pl.len()).collect()"
+    ),
     "append": "lq.write(B, t, mode='append')",
     "append, partitioned by a string column": "lq.write(B, ts, mode='append', partition_by=['s'])",
     "append landing on a checkpoint": "lq.write(B, t, mode='append')",
@@ -81,6 +86,7 @@ SETUP = {
     ),
     "VACUUM (dry run)": "lq.write(B, t)\nlq.write(B, t, mode='overwrite')",
     "DELETE of a partition": "lq.write(B, tk, partition_by=['k'])",
+    "to_polars() of a partitioned table + count": "lq.write(B, tk, partition_by=['k'])",
     "append, partitioned by a string column": "lq.write(B, ts, partition_by=['s'])",
     "stream consumer: 3 batches after version 0": (
         "lq.write(B, t)\nfor _ in range(3):\n    lq.write(B, t, mode='append')"

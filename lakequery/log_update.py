@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
+from lakequery.arrow_buffers import bool_array
 from lakequery.errors import CorruptLogError
 from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
 from lakequery.log_segment import (
@@ -234,8 +235,12 @@ def _merge_files(con: duckdb.DuckDBPyConnection, base: pa.Table, added: pa.Table
     survivors = _without_rows(base, _superseded(con, base))
     if added.num_rows == 0:
         return survivors
-    if added.schema != survivors.schema:
-        added = added.cast(survivors.schema)
+    if added.schema != survivors.schema:  # column by column (Table.cast would import
+        # pyarrow.compute)
+        schema = survivors.schema
+        added = pa.Table.from_arrays(
+            [pc.cast(c, f.type) for c, f in zip(added.columns, schema, strict=True)], schema=schema
+        )
     return pa.concat_tables([survivors, added])
 
 
@@ -253,13 +258,13 @@ def _superseded(con: duckdb.DuckDBPyConnection, base: pa.Table) -> list[int]:
     )
     if len(keys) == 0 or base.num_rows == 0:
         return []
-    value_set = pa.concat_arrays(keys.chunks).cast(pa.string())
+    value_set = pc.cast(pa.concat_arrays(keys.chunks), pa.string())
     hit = pc.is_in(base.column("path"), value_set=value_set)
     at = pc.indices_nonzero(hit)
     if len(at) == 0:
         return []
     positions = [int(p) for p in at.to_pylist() if p is not None]
-    rows = base.select(["path", "deletion_vector"]).take(at).to_pylist()
+    rows = pc.take(base.select(["path", "deletion_vector"]), at).to_pylist()
     values = ", ".join(
         f"({pos}, {_lit(r['path'])}, {_lit((r['deletion_vector'] or {}).get('storageType'))}, "
         f"{_lit((r['deletion_vector'] or {}).get('pathOrInlineDv'))}, "
@@ -293,7 +298,8 @@ def _without_rows(table: pa.Table, gone: list[int]) -> pa.Table:
     if len(gone) > 1024:
         keep = np.ones(table.num_rows, dtype=bool)
         keep[np.asarray(gone, dtype=np.int64)] = False
-        return table.filter(pa.array(keep))
+        kept: pa.Table = pc.filter(table, bool_array(keep))
+        return kept
     pieces, start = [], 0
     for pos in gone:
         if pos > start:

@@ -254,6 +254,45 @@ print(json.dumps(dict(out=out, loaded=loaded)))
     assert got["loaded"] == []
 
 
+def test_pruned_and_partitioned_reads_import_no_pandas(tmp_path: Path) -> None:
+    """A filter that matches no file (a day not written yet) leaves the plan without rows:
+    ``combine_chunks()`` of a chunked array without chunks and ``Schema.empty_table()``
+    make pyarrow import pandas (0.15-0.2 s), so the DuckDB and Polars engines avoid both;
+    so does grouping a partitioned table's files (``Table.group_by(...).aggregate`` imports
+    pandas; :mod:`lakequery.row_grouping`). DELETE and UPDATE through deletion vectors,
+    and the snapshot update after them, skip ``pyarrow.compute`` as well."""
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"id": pa.array(range(10), pa.int64()), "k": pa.array([0, 1] * 5, pa.int64())}),
+        partition_by="k",
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
+    code = f"""
+import json, sys
+import polars as pl
+import lakequery as lq
+dt = lq.DeltaTable({uri!r})
+deleted = dt.delete("id = 3").num_deleted_rows
+updated = dt.update("id = 4", set={{"id": "id + 100"}}).num_updated_rows
+compute = "pyarrow.compute" in sys.modules
+scan = dt.snapshot().scan(filter="k = 7")
+counts = [scan.to_duckdb().aggregate("count(*)").fetchall()[0][0],
+          scan.to_polars().select(pl.len()).collect().item(),
+          dt.delete("k = 7").num_deleted_rows,
+          dt.snapshot().scan().to_polars().select(pl.len()).collect().item()]
+pandas = "pandas" in sys.modules
+print(json.dumps(dict(counts=counts, pandas=pandas, compute=compute, dml=[deleted, updated])))
+"""
+    got = run_python(code, tmp_path)
+    assert got["counts"] == [0, 0, 0, 9]
+    assert got["pandas"] is False
+    assert got["dml"] == [1, 1]
+    assert got["compute"] is False
+    ids = lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [0, 1, 2, 5, 6, 7, 8, 9, 104]
+
+
 def test_writes_import_neither_pandas_nor_pyarrow_compute(tmp_path: Path) -> None:
     """Creating and appending to a plain table and to one partitioned by a string column: the
     writer's partitioning and statistics call :mod:`lakequery.arrow_kernels` (~27 ms of a

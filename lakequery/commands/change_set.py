@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.commands.file_actions import add_actions, remove_actions
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
@@ -399,7 +399,7 @@ class Statement:
                 replace(state, change_data=True, materialized_columns=()),
             )
         assert self.plan is not None
-        removes = remove_actions(self.snapshot, self.plan.files.take(rewrite), now)
+        removes = remove_actions(self.snapshot, pc.take(self.plan.files, rewrite), now)
         dv_adds = [a["add"] for a in dv_actions if "add" in a]
         dv_removes = [a["remove"] for a in dv_actions if "remove" in a]
         rewritten_paths = {a["path"] for a in dv_adds}
@@ -437,7 +437,7 @@ class Statement:
         out = _Outcome()
         if files.num_rows:
             total, deleted = _row_counts(files)
-            counted = files.column("num_records").is_valid().to_pylist()
+            counted = pc.is_valid(files.column("num_records")).to_pylist()
             uncounted = [
                 str(p)
                 for p, ok in zip(files.column("path").to_pylist(), counted, strict=True)
@@ -523,13 +523,13 @@ class Statement:
         indices, rows = self._touched_files()
         if not len(indices) or not self.deletion_vectors:
             return [], indices
-        files = self.plan.files.take(indices)
+        files = pc.take(self.plan.files, indices)
         adds = add_actions(self.snapshot, files)
         writer = DeletionVectorWriter(self.storage)
         rewrite: list[int] = []
         threshold = self.rewrite_threshold
         totals, already = _row_counts(files)
-        known = files.column("num_records").is_valid().to_pylist()
+        known = pc.is_valid(files.column("num_records")).to_pylist()
         for i, (add, deleted) in enumerate(zip(adds, rows, strict=True)):
             total, gone = int(totals[i]), int(already[i]) + len(deleted)
             if not known[i]:
@@ -538,14 +538,14 @@ class Statement:
                 rewrite.append(i)
             else:
                 writer.delete_rows(add, deleted)
-        return writer.finish(now_ms=now_ms), indices.take(int64_array(rewrite))
+        return writer.finish(now_ms=now_ms), pc.take(indices, int64_array(rewrite))
 
     def _rewrite_sql(self, indices: pa.Array[Any]) -> str | None:
         """The rows that stay in the files to rewrite (copy-on-write), as SQL."""
         if not len(indices):
             return None
         assert self.plan is not None
-        scan = self.snapshot.scan().restricted_to(self.plan.files.take(indices))
+        scan = self.snapshot.scan().restricted_to(pc.take(self.plan.files, indices))
         scan = preserving_scan(self.snapshot, scan)
         create_temp_view(self.con, "__lq_rewrite", duckdb_relation(scan, self.con, row_ids=True))
         # the rewrite scan numbers its files 0..n-1 in the order of ``indices``
@@ -587,8 +587,8 @@ class Statement:
             f"SELECT DISTINCT {ROW_FILE_COLUMN} AS o FROM {CHANGE_TABLE} "
             f"WHERE __lq_kind = 'update' ORDER BY o"
         ).to_arrow_table()
-        indices = touched.column("o").combine_chunks().cast(pa.int64())
-        scan = self.snapshot.scan(columns=[]).restricted_to(self.plan.files.take(indices))
+        indices = pc.cast(touched.column("o").combine_chunks(), pa.int64())
+        scan = self.snapshot.scan(columns=[]).restricted_to(pc.take(self.plan.files, indices))
         scan = scan.with_row_tracking_columns(("__lq_rt_id", "__lq_rt_version"))
         create_temp_view(self.con, "__lq_rt_ids", duckdb_relation(scan, self.con, row_ids=True))
         remap = pa.table({"o": indices, "n": int64_array(np.arange(len(indices)))})

@@ -18,6 +18,7 @@ from lakequery import arrow_kernels as pc
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.schema import DeltaType
+from lakequery.row_grouping import group_rows
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan, ScanPlan
@@ -59,19 +60,16 @@ class FileGroup:
 
 def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGroup]:
     """Groups the plan's files by the partition values of ``partition_names``."""
-    locations = plan.locations
     if not partition_names or plan.num_files == 0:
         return [FileGroup({}, plan.location_list)] if plan.num_files else []
     parts = plan.files.column("partition_values").combine_chunks()
-    cols = {f"p{i}": pc.struct_field(parts, n) for i, n in enumerate(partition_names)}
-    table = pa.table({**cols, "loc": locations})
-    keys = list(cols)
-    # group_by cannot key on every type (e.g. binary is fine, decimals fine); nulls are a group
-    grouped = table.group_by(keys, use_threads=False).aggregate([("loc", "list")])
+    # nulls are a group of their own (see lakequery.row_grouping)
+    groups = group_rows([pc.struct_field(parts, n) for n in partition_names])
+    locations = plan.location_list
     out = []
-    for row in grouped.to_pylist():
-        values = {n: row[f"p{i}"] for i, n in enumerate(partition_names)}
-        out.append(FileGroup(values, [str(x) for x in row["loc_list"]]))
+    for g in range(groups.num_groups):
+        values = {n: groups.value(c, g).as_py() for c, n in enumerate(partition_names)}
+        out.append(FileGroup(values, [locations[i] for i in groups.rows(g).tolist()]))
     return out
 
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
-from lakequery.arrow_buffers import bits_array, bool_array, int64_array
+from lakequery.arrow_buffers import bits_array, bool_array, empty_table, int64_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
     ColumnSpec,
@@ -301,7 +301,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(scan.to_arrow())
     groups = file_groups(plan, [s.name for s in specs if s.partition])
     if not groups:
-        return pl.LazyFrame(scan.output_schema.empty_table())
+        return pl.LazyFrame(empty_table(scan.output_schema))  # (Schema.empty_table imports pandas)
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
         if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):

@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
-from lakequery.arrow_buffers import int64_array, int_values, python_scalar
+from lakequery.arrow_buffers import int64_array, python_scalar
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
+from lakequery.row_grouping import group_rows
 
 #: Directory value of a null (or empty) partition value.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -202,7 +203,7 @@ def split_by_partition(
 ) -> Iterator[tuple[PartitionKey, pa.RecordBatch]]:
     """Splits a batch into one sub-batch per combination of partition values.
 
-    Rows are grouped with dictionary encoding and a single stable sort; only the distinct
+    Rows are grouped by :func:`lakequery.row_grouping.group_rows`; only the distinct
     values are serialized.
 
     Args:
@@ -223,37 +224,24 @@ def split_by_partition(
     if not columns:
         yield (), batch
         return
-    n = batch.num_rows
-    if n == 0:
+    if batch.num_rows == 0:
         return
-    indices: list[Any] = []
-    strings: list[list[str | None]] = []
-    key: Any = None
-    for name, t in zip(columns, types, strict=True):
-        enc = pc.dictionary_encode(_group_column(batch.column(name)), null_encoding="encode")
-        strings.append(serialize_partition_values(enc.dictionary, t))
-        idx = pc.cast(enc.indices, pa.int64())
-        indices.append(idx)
-        if key is None:
-            key = idx
-        else:
-            combined = pc.add(pc.multiply(key, len(enc.dictionary)), idx)
-            key = pc.dictionary_encode(combined).indices.cast(pa.int64())
-    idx_np = [int_values(i) for i in indices]  # no nulls: nulls are encoded as values
-    key_np = int_values(key)
-    if key_np.min() == key_np.max():
-        yield tuple(s[int(i[0])] for s, i in zip(strings, idx_np, strict=True)), batch
+    groups = group_rows([_group_column(batch.column(name)) for name in columns])
+    # only the distinct values are serialized
+    strings = [
+        serialize_partition_values(d, t) for d, t in zip(groups.dictionaries, types, strict=True)
+    ]
+
+    def values(g: int) -> PartitionKey:
+        return tuple(s[groups.code(c, g)] for c, s in enumerate(strings))
+
+    if groups.num_groups == 1:
+        yield values(0), batch
         return
-    order = np.argsort(key_np, kind="stable")
-    sorted_keys = key_np[order]
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_keys)) + 1, [n]])
-    taken = pc.take(batch, int64_array(order))
-    firsts = order[starts[:-1]]
-    for g in range(len(starts) - 1):
-        lo, hi = int(starts[g]), int(starts[g + 1])
-        row = int(firsts[g])
-        values = tuple(s[int(i[row])] for s, i in zip(strings, idx_np, strict=True))
-        yield values, taken.slice(lo, hi - lo)
+    taken = pc.take(batch, int64_array(groups.order))
+    for g in range(groups.num_groups):
+        lo, hi = int(groups.starts[g]), int(groups.starts[g + 1])
+        yield values(g), taken.slice(lo, hi - lo)
 
 
 __all__ = [

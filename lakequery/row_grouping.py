@@ -1,0 +1,83 @@
+"""Rows grouped by the values of one or more Arrow columns (partition values, mostly).
+
+pyarrow's ``Table.group_by(...).aggregate(...)`` imports pandas (0.15-0.2 s of a fresh
+process), so the writer's split by partition and the engines' file groups use this
+instead: each column is dictionary-encoded (null is a value of its own), the codes are
+combined into one code per row, and one stable sort of that code lines the groups up.
+Groups come in the order of their first row, rows inside a group in their order.
+
+Example:
+    >>> import pyarrow as pa
+    >>> g = group_rows([pa.array(["x", "y", "x", None]), pa.array([1, 1, 1, 1])])
+    >>> [g.rows(i).tolist() for i in range(g.num_groups)]
+    [[0, 2], [1], [3]]
+    >>> [g.value(0, i).as_py() for i in range(g.num_groups)]
+    ['x', 'y', None]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lakequery import arrow_kernels as pc
+from lakequery.arrow_buffers import int_values
+
+
+@dataclass(frozen=True)
+class RowGroups:
+    """The groups of :func:`group_rows`."""
+
+    #: row positions, group after group
+    order: npt.NDArray[np.int64]
+    #: group ``g`` is ``order[starts[g]:starts[g + 1]]``
+    starts: npt.NDArray[np.int64]
+    #: per column: each row's position in that column's ``dictionaries`` entry
+    codes: list[npt.NDArray[np.int64]]
+    #: per column: its distinct values (a null once, where the column has nulls)
+    dictionaries: list[pa.Array[Any]]
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.starts) - 1
+
+    def rows(self, group: int) -> npt.NDArray[np.int64]:
+        """The positions of the rows of ``group``, in order."""
+        return self.order[int(self.starts[group]) : int(self.starts[group + 1])]
+
+    def code(self, column: int, group: int) -> int:
+        """The dictionary position of ``group``'s value in ``column``."""
+        return int(self.codes[column][int(self.order[int(self.starts[group])])])
+
+    def value(self, column: int, group: int) -> pa.Scalar[Any]:
+        """``group``'s value in ``column``."""
+        scalar: pa.Scalar[Any] = self.dictionaries[column][self.code(column, group)]
+        return scalar
+
+
+def group_rows(columns: Sequence[Any]) -> RowGroups:
+    """Groups the rows of equal-length arrays by their values (see the module docstring)."""
+    n = len(columns[0])
+    codes: list[npt.NDArray[np.int64]] = []
+    dictionaries: list[pa.Array[Any]] = []
+    key: Any = None
+    for column in columns:
+        enc = pc.dictionary_encode(column, null_encoding="encode")
+        dictionaries.append(enc.dictionary)
+        idx = pc.cast(enc.indices, pa.int64())
+        codes.append(int_values(idx).astype(np.int64, copy=False))
+        if key is None:
+            key = idx
+        else:  # one code per combination seen, numbered in order of first appearance
+            combined = pc.add(pc.multiply(key, len(enc.dictionary)), idx)
+            key = pc.cast(pc.dictionary_encode(combined).indices, pa.int64())
+    key_np = int_values(key) if n else np.zeros(0, dtype=np.int64)
+    order = np.argsort(key_np, kind="stable").astype(np.int64, copy=False)
+    bounds = np.flatnonzero(np.diff(key_np[order])) + 1
+    starts = np.concatenate([[0], bounds, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
+    return RowGroups(order, starts, codes, dictionaries)
