@@ -45,6 +45,16 @@ ss = pa.Array.from_buffers(pa.string(), 1000, [None, pa.py_buffer(
 ts = pa.Table.from_batches([pa.RecordBatch.from_arrays([ids, ss], names=["id", "s"])])
 """
 
+
+def _cli(command: str) -> str:
+    """The CLI's ``command`` on the table at ``B``, through its ``main`` in this process."""
+    return (
+        "import contextlib, io\nfrom lakequery.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    try:\n        main([{command!r}, B])\n    except SystemExit:\n        pass"
+    )
+
+
 OPS = {
     "lq.write of a new table": "lq.write(D + '/w', t)",
     "DELETE (deletion vector)": "lq.DeltaTable(B).delete('id = 3')",
@@ -52,16 +62,8 @@ OPS = {
         "lq.DeltaTable(B).snapshot().scan(filter='id > 50').to_duckdb()"
         ".aggregate('count(*)').fetchall()"
     ),
-    "CLI describe (in-process main)": (
-        "import contextlib, io\nfrom lakequery.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n        main(['describe', B])\n    except SystemExit:\n        pass"
-    ),
-    "CLI files (in-process main)": (
-        "import contextlib, io\nfrom lakequery.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n        main(['files', B])\n    except SystemExit:\n        pass"
-    ),
+    "CLI describe (in-process main)": _cli("describe"),
+    "CLI files (in-process main)": _cli("files"),
     "to_polars() of a partitioned table + count": (
         "import polars as pl\n"
         "lq.DeltaTable(B).snapshot().scan().to_polars().select(pl.len()).collect()"
@@ -110,7 +112,7 @@ def main() -> int:
     trees = {"before": str(Path(args.before).resolve()), "now": str(REPO)}
     base = tempfile.mkdtemp(prefix="lq-fresh-ops-")
     walls: dict[tuple[str, str], list[float]] = {}
-    pandas: dict[tuple[str, str], str] = {}
+    imported: dict[tuple[str, str], str] = {}  # 'pandas? pyarrow.compute?' per op, tree
     try:
         for _ in range(args.reps):
             for label, tree in trees.items():
@@ -132,7 +134,7 @@ def main() -> int:
                     if out.returncode:
                         raise RuntimeError(f"{name} ({label}):\n{out.stderr[-2000:]}")
                     walls.setdefault((name, label), []).append(wall)
-                    pandas[(name, label)] = out.stdout.strip().splitlines()[-1]
+                    imported[(name, label)] = out.stdout.strip().splitlines()[-1]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"median of {args.reps}; before = {trees['before']}, now = {trees['now']}\n")
@@ -143,8 +145,8 @@ def main() -> int:
     print("|---|---:|---:|---:|---|")
     for name in OPS:
         b, n = (statistics.median(walls[(name, t)]) for t in ("before", "now"))
-        imported = f"{pandas[(name, 'before')]} / {pandas[(name, 'now')]}"
-        print(f"| {name} | {b:.3f} | {n:.3f} | {n / b:.2f} | {imported} |")
+        flags = f"{imported[(name, 'before')]} / {imported[(name, 'now')]}"
+        print(f"| {name} | {b:.3f} | {n:.3f} | {n / b:.2f} | {flags} |")
     return 0
 
 
