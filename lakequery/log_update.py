@@ -235,9 +235,11 @@ def _merge_files(con: duckdb.DuckDBPyConnection, base: pa.Table, added: pa.Table
     survivors = _without_rows(base, _superseded(con, base))
     if added.num_rows == 0:
         return survivors
-    if added.schema != survivors.schema:  # column by column (Table.cast would import
-        # pyarrow.compute)
+    if added.schema != survivors.schema:
+        # Table.cast, column by column (the method would import pyarrow.compute)
         schema = survivors.schema
+        if added.column_names != schema.names:
+            raise ValueError(f"columns {added.column_names} do not match {schema.names}")
         added = pa.Table.from_arrays(
             [pc.cast(c, f.type) for c, f in zip(added.columns, schema, strict=True)], schema=schema
         )
