@@ -1,6 +1,10 @@
-"""The schema fingerprint lakequery's writer logs in ``add.tags`` and what the DuckDB
-engine trusts it for: one footer read per fingerprint, every untagged file still looked at,
-so files storing other physical types are never read with the first file's types."""
+"""How the DuckDB engine reconciles files that store a column differently.
+
+Tables whose columns are all primitives other than ``timestamp`` are read by the log's
+schema (``read_parquet``'s ``schema`` option): no footer is read to bind. The others go
+through the footer check, for which lakequery's writer logs a schema fingerprint in
+``add.tags``: one footer read per fingerprint, every untagged file still looked at, so files
+storing other physical types are never read with the first file's types."""
 
 from __future__ import annotations
 
@@ -28,13 +32,13 @@ def _tags(uri: str) -> list[str | None]:
 def _footers_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Records how many files each same-schema check looks at."""
     seen: list[int] = []
-    real = duck._same_schema
+    real = duck._schema_fingerprints
 
-    def spy(con: Any, files: str, locations: list[str]) -> bool:
+    def spy(con: Any, paths: list[str], locations: list[str]) -> list[int]:
         seen.append(len(locations))
-        return real(con, files, locations)
+        return real(con, paths, locations)
 
-    monkeypatch.setattr(duck, "_same_schema", spy)
+    monkeypatch.setattr(duck, "_schema_fingerprints", spy)
     duck._SHARED_TYPES.clear()
     return seen
 
@@ -65,43 +69,79 @@ def test_fingerprint_tells_physical_types_apart() -> None:
     assert fp(pa.table({"x": pa.array([1], pa.int64()), "z": [1]})) != base
 
 
-def test_tagged_files_cost_one_footer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _with_timestamp(table: pa.Table, checked: bool) -> pa.Table:
+    """``table``, plus a ``timestamp`` column when ``checked``: it keeps the table off the
+    declared-schema read, so the footer check runs."""
+    if not checked:
+        return table
+    return table.append_column("ts", pa.array([0] * table.num_rows, pa.timestamp("us", "UTC")))
+
+
+def _values(rel: Any, checked: bool) -> list[tuple[Any, ...]]:
+    """The rows without the column of :func:`_with_timestamp`."""
+    if checked:
+        rel = rel.project(", ".join(f'"{c}"' for c in rel.columns if c != "ts"))
+    return _rows(rel)
+
+
+def test_primitive_columns_are_read_by_the_log_schema_without_footers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     uri = str(tmp_path / "t")
     lq.write(uri, pa.table({"p": np.arange(40) % 20, "x": np.arange(40)}), partition_by="p")
     seen = _footers_read(monkeypatch)
     rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
-    assert seen == [1]
+    assert seen == []
+    assert "schema=MAP" in rel.sql_query()
     assert rel.aggregate("count(*), sum(x), sum(p)").fetchall() == [(40, 780, 380)]
 
 
+def test_tagged_files_cost_one_footer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(tmp_path / "t")
+    data = _with_timestamp(pa.table({"p": np.arange(40) % 20, "x": np.arange(40)}), True)
+    lq.write(uri, data, partition_by="p")
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    assert seen == [1]
+    assert "schema=MAP" not in rel.sql_query()
+    assert rel.aggregate("count(*), sum(x), sum(p), count(ts)").fetchall() == [(40, 780, 380, 40)]
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["declared", "checked"])
 @pytest.mark.parametrize("foreign_first", [False, True])
 def test_untagged_file_with_narrower_physical_types(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreign_first: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, foreign_first: bool, checked: bool
 ) -> None:
     """A file of another writer storing ``long``/``double``/``decimal`` columns as
     int32/float32/a smaller scale is read with its own types, before or after the tagged
     ones (read with the first file's types, the decimal would be rounded and a tagged
-    long beyond int32 would fail)."""
+    long beyond int32 would fail). Declared, DuckDB casts each file to the log's types;
+    checked, the footers of one tagged file and the foreign one are read."""
     kit = TableKit(tmp_path / "t")
-    schema = pa.schema([("x", pa.int64()), ("v", pa.float64()), ("d", pa.decimal128(12, 4))])
     big = 2**40
-    tagged = pa.table(
-        {
-            "x": pa.array([big, 2], pa.int64()),
-            "v": pa.array([0.5, 1.25], pa.float64()),
-            "d": pa.array(
-                [decimal.Decimal("1.2345"), decimal.Decimal("2.5")], pa.decimal128(12, 4)
-            ),
-        }
+    tagged = _with_timestamp(
+        pa.table(
+            {
+                "x": pa.array([big, 2], pa.int64()),
+                "v": pa.array([0.5, 1.25], pa.float64()),
+                "d": pa.array(
+                    [decimal.Decimal("1.2345"), decimal.Decimal("2.5")], pa.decimal128(12, 4)
+                ),
+            }
+        ),
+        checked,
     )
-    foreign = pa.table(
-        {
-            "x": pa.array([-(2**31)], pa.int32()),
-            "v": pa.array([0.1], pa.float32()),
-            "d": pa.array([decimal.Decimal("3.25")], pa.decimal128(5, 2)),
-        }
+    foreign = _with_timestamp(
+        pa.table(
+            {
+                "x": pa.array([-(2**31)], pa.int32()),
+                "v": pa.array([0.1], pa.float32()),
+                "d": pa.array([decimal.Decimal("3.25")], pa.decimal128(5, 2)),
+            }
+        ),
+        checked,
     )
-    kit.create(schema)
+    kit.create(tagged.schema)
     if foreign_first:
         kit.commit([kit.write_parquet(foreign)])
     lq.write(kit.uri, tagged, mode="append")
@@ -112,38 +152,81 @@ def test_untagged_file_with_narrower_physical_types(
     assert tags.count(None) == 1 and len({t for t in tags if t}) == 1
     seen = _footers_read(monkeypatch)
     rel = lq.DeltaTable(kit.uri).snapshot().scan().to_duckdb()
-    assert seen == [2]  # one tagged file for both, and the foreign one
+    assert seen == ([2] if checked else [])  # checked: one tagged file for both, the foreign
     want = [
         (-(2**31), float(np.float32(0.1)), decimal.Decimal("3.2500")),
         (2, 1.25, decimal.Decimal("2.5000")),
         (2, 1.25, decimal.Decimal("2.5000")),
         (big, 0.5, decimal.Decimal("1.2345")),
     ]
-    assert _rows(rel) == want
+    assert _values(rel, checked) == want
 
 
+@pytest.mark.parametrize("checked", [False, True], ids=["declared", "checked"])
 def test_schema_evolution_between_tagged_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checked: bool
 ) -> None:
     uri = str(tmp_path / "t")
-    lq.write(uri, pa.table({"x": [1, 2]}))
-    lq.write(uri, pa.table({"x": [3], "y": ["c"]}), mode="append", schema_mode="merge")
+    lq.write(uri, _with_timestamp(pa.table({"x": [1, 2]}), checked))
+    lq.write(
+        uri,
+        _with_timestamp(pa.table({"x": [3], "y": ["c"]}), checked),
+        mode="append",
+        schema_mode="merge",
+    )
     tags = _tags(uri)
     assert len(set(tags)) == 2 and None not in tags
     seen = _footers_read(monkeypatch)
     rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
-    assert seen == [2]
-    assert _rows(rel) == [(1, None), (2, None), (3, "c")]
+    assert seen == ([2] if checked else [])
+    assert _values(rel, checked) == [(1, None), (2, None), (3, "c")]
 
 
-def test_missing_tagged_file_is_reported(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checked", [False, True], ids=["declared", "checked"])
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_missing_tagged_file_is_reported(tmp_path: Path, checked: bool, partitioned: bool) -> None:
     uri = str(tmp_path / "t")
-    lq.write(uri, pa.table({"p": [1, 2], "x": [1, 2]}), partition_by="p")
+    data = _with_timestamp(pa.table({"p": [1, 2], "x": [1, 2]}), checked)
+    for i in range(2):  # two files either way
+        part = data if partitioned else data.slice(i, 1)
+        lq.write(uri, part, mode="append", partition_by="p" if partitioned else None)
+        if partitioned:
+            break
     path = lq.DeltaTable(uri).snapshot().files().column("path").to_pylist()[1]
     (Path(uri) / path).unlink()
     duck._SHARED_TYPES.clear()
     with pytest.raises(ObjectNotFoundError, match=path.rsplit("/", 1)[-1]):
         lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+
+
+def test_timestamp_columns_stored_two_ways_read_in_any_session(tmp_path: Path) -> None:
+    """A ``timestamp`` column stored as INT96 (Spark's default) in one file and as a
+    UTC-adjusted timestamp in another: DuckDB's cast between the two follows the session's
+    time zone, so such tables are not read by a declared schema; both files give the same
+    instants in a session far from UTC."""
+    import datetime
+
+    import duckdb
+
+    kit = TableKit(tmp_path / "t")
+    when = datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc)
+    table = pa.table({"ts": pa.array([when], pa.timestamp("us", tz="UTC"))})
+    kit.create(table.schema)
+    kit.commit([kit.write_parquet(table)])
+    int96 = tmp_path / "t" / "legacy.parquet"
+    pq.write_table(
+        pa.table({"ts": pa.array([when.replace(tzinfo=None)], pa.timestamp("ns"))}),
+        int96,
+        use_deprecated_int96_timestamps=True,
+    )
+    assert pq.read_metadata(int96).schema.column(0).physical_type == "INT96"
+    add = {"path": "legacy.parquet", "partitionValues": {}, "size": int96.stat().st_size}
+    kit.commit([{"add": add | {"modificationTime": 0, "dataChange": True}}])
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'America/New_York'")
+    rel = lq.DeltaTable(kit.uri).snapshot().scan().to_duckdb(con)
+    assert "schema=MAP" not in rel.sql_query()
+    assert rel.to_arrow_table().column("ts").to_pylist() == [when, when]
 
 
 def test_same_schema_check_ignores_column_order_and_sees_each_difference(
@@ -152,8 +235,6 @@ def test_same_schema_check_ignores_column_order_and_sees_each_difference(
     """The check over untagged footers: the same columns in another order share a schema;
     a missing column, another physical type or another nesting does not."""
     import duckdb
-
-    from lakequery.engines.sql_types import glob_list_literal
 
     base = pa.table({"a": pa.array([1], pa.int64()), "b": ["x"], "c": [1.5]})
     variants = {
@@ -171,7 +252,7 @@ def test_same_schema_check_ignores_column_order_and_sees_each_difference(
 
     def same(*names: str) -> bool:
         locations = [paths[n] for n in names]
-        return duck._same_schema(con, glob_list_literal(locations), locations)
+        return len(set(duck._schema_fingerprints(con, locations, locations))) == 1
 
     assert same("same", "reordered")
     for other in ("missing", "narrower", "nested"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -55,6 +55,7 @@ from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
+from lakequery.protocol.schema import PrimitiveType
 from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
@@ -119,11 +120,13 @@ def _missing_file(exc: duckdb.Error, locations: list[str]) -> Exception:
     return out
 
 
-def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str]) -> bool:
-    """True when every file has the same columns and types: then ``read_parquet`` can skip
-    ``union_by_name`` (which costs DuckDB noticeably at execution time)."""
-    if len(locations) < 2:
-        return True
+def _schema_fingerprints(
+    con: duckdb.DuckDBPyConnection, paths: list[str], locations: list[str]
+) -> list[int]:
+    """The fingerprint of each file's stored schema (``paths``: DuckDB's spelling of
+    ``locations``), equal for files that store the same columns and types in any order."""
+    if len(paths) < 2:
+        return [0] * len(paths)
     # A file's fingerprint is the sum of its schema elements' 64-bit hashes: equal for the
     # same elements in any order, with no sort or string building per file (a string_agg
     # ordered by name cost 0.12 s more over 10,000 footers, 6-19 ms over 300). Two
@@ -131,36 +134,77 @@ def _same_schema(con: duckdb.DuckDBPyConnection, files: str, locations: list[str
     fingerprint = "sum(hash(name, type, logical_type, num_children, duckdb_type))"
     try:
         rows = con.sql(
-            f"SELECT count(DISTINCT fp) FROM (SELECT {fingerprint} AS fp "
-            f"FROM parquet_schema({files}) GROUP BY file_name)"
+            f"SELECT {_file_key_sql('file_name')}, {fingerprint} "
+            f"FROM parquet_schema({glob_list_literal(paths)}) GROUP BY file_name"
         ).fetchall()
     except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
-    return bool(rows[0][0] == 1)
+    by_file = dict(rows)
+    return [int(by_file[_file_key(p)]) for p in paths]
 
 
-def _schema_representatives(scan: Scan) -> list[str]:
-    """The planned files whose footers decide whether all files share one schema: the first
-    file of each :data:`~lakequery.parquet_footers.SCHEMA_TAG` fingerprint and every file
-    without one. Files with equal fingerprints store the same Parquet schema, so looking at
-    one of them is looking at all."""
+def _schema_representatives(scan: Scan) -> tuple[list[str], np.ndarray]:
+    """The planned files whose footers tell which files share a schema: the first file of
+    each :data:`~lakequery.parquet_footers.SCHEMA_TAG` fingerprint and every file without
+    one; and for each planned file, the index of its representative among them. Files with
+    equal fingerprints store the same Parquet schema, so looking at one of them is looking
+    at all."""
     plan = scan.plan()
     locations = plan.location_list
+    everyone = np.arange(len(locations), dtype=np.int64)
     tags = plan.files.column("tags")
     if tags.null_count == len(tags):
-        return locations
+        return locations, everyone
     fingerprints = pc.map_lookup(
         tags.combine_chunks(), python_scalar(SCHEMA_TAG, pa.string()), "first"
     )
+    distinct = pc.unique(pc.drop_null(fingerprints))
     # index_in gives each distinct fingerprint's first position
-    first = pc.index_in(pc.unique(pc.drop_null(fingerprints)), value_set=fingerprints)
-    untagged = pc.indices_nonzero(pc.is_null(fingerprints))
+    first = int_values(pc.index_in(distinct, value_set=fingerprints)).astype(np.int64)
+    tagged = np.ones(len(locations), dtype=bool)
+    tagged[int_values(pc.indices_nonzero(pc.is_null(fingerprints)))] = False
     # disjoint sets (np.union1d would import numpy.ma: 14 ms in a fresh process)
-    both = np.concatenate(
-        [int_values(first).astype(np.int64), int_values(untagged).astype(np.int64)]
+    picked = np.sort(np.concatenate([first, everyone[~tagged]]))
+    represented_by = everyone.copy()
+    which = int_values(pc.index_in(pc.drop_null(fingerprints), value_set=distinct))
+    represented_by[tagged] = first[np.asarray(which, dtype=np.int64)]
+    return [locations[i] for i in picked.tolist()], np.searchsorted(picked, represented_by)
+
+
+#: Delta types whose every Parquet spelling DuckDB casts to the table's type the same way
+#: in any session: all primitives but ``timestamp``. A ``timestamp`` column may be stored
+#: as INT96 (Spark's default) or as a UTC-adjusted timestamp, and DuckDB's cast between
+#: the two follows the session's ``TimeZone``; nested types may need relabelling under
+#: column mapping; variants carry their own layout.
+_UNDECLARABLE = frozenset(["timestamp", "variant"])
+
+
+def _declared_schema(
+    specs: list[ColumnSpec], materialized: tuple[str, ...]
+) -> tuple[str, dict[str, str]] | None:
+    """The ``schema`` option of ``read_parquet`` naming every physical column the scan
+    reads with the table's type, and those types (physical name -> DuckDB type), when all
+    of them are declarable (see :data:`_UNDECLARABLE`); else None.
+
+    DuckDB then matches each file's columns by name, casts the ones a file stores in
+    another physical type (an int32 ``long``, a narrower decimal) and reads the ones it
+    lacks as NULL, without reading any footer to bind: the same rows the footer check and
+    ``union_by_name`` give, for none of their cost."""
+    types: dict[str, str] = {}
+    for s in specs:
+        if s.partition or pa.types.is_null(s.type):
+            continue
+        t = s.delta_type
+        if not isinstance(t, PrimitiveType) or t.name in _UNDECLARABLE:
+            return None
+        types[s.physical] = duckdb_type(s.type)
+    for name in materialized:
+        types[name] = "BIGINT"
+    entries = ", ".join(
+        f"{quote_str(name)}: {{name: {quote_str(name)}, type: {quote_str(t)}, default_value: NULL}}"
+        for name, t in types.items()
     )
-    picked = np.sort(both)
-    return [locations[i] for i in picked.tolist()]
+    return f"MAP {{{entries}}}", types
 
 
 #: Connections on which the engine has switched on DuckDB's Parquet metadata cache.
@@ -181,6 +225,7 @@ class _Branch:
     hive: bool = False  # partition columns come from the (verified) Hive directory names
     numbered: bool = False  # rows carry their file's number (deletion vectors, row ids)
     keep: KeepMask | None = None  # one file read by position against its keep mask
+    types: dict[str, str] | None = None  # the types its files store, where files differ
 
 
 #: With ``row_ids=True`` every row also carries where it is stored: the file (its index in
@@ -213,13 +258,23 @@ def _file_key_sql(column: str) -> str:
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
 _ROW_KEY_SPAN = 1 << 32
 
-#: File list -> the column types all its files share (None: they differ). Data files are
-#: immutable, so the answer for a list of paths never changes.
-_SHARED_TYPES: dict[tuple[str, ...], dict[str, str] | None] = {}
+
+@dataclass(frozen=True)
+class _StoredSchemas:
+    """What the footers of a list of files told: the column types all of them share, or
+    (when they differ) which files store the same schema."""
+
+    shared: dict[str, str] | None
+    group_of: dict[str, int] | None = None  # location -> its schema's number
+
+
+#: File list -> what its footers told. Data files are immutable, so the answer for a list
+#: of paths never changes.
+_SHARED_TYPES: dict[tuple[str, ...], _StoredSchemas] = {}
 _SHARED_TYPES_MAX = 256
 
 
-def _remember(key: tuple[str, ...], types: dict[str, str] | None) -> None:
+def _remember(key: tuple[str, ...], types: _StoredSchemas) -> None:
     if len(_SHARED_TYPES) >= _SHARED_TYPES_MAX:
         _SHARED_TYPES.pop(next(iter(_SHARED_TYPES)))
     _SHARED_TYPES[key] = types
@@ -258,25 +313,64 @@ class _Builder:
         self.keep_selects: dict[str, str] = {}  # partition values -> a keep branch's columns
         self.needs_data = any(not s.partition for s in self.specs) or bool(materialized)
         # One look at all footers decides for every branch: when all files share a schema,
-        # branches read without union_by_name and reuse one set of column types.
+        # branches reuse one set of column types; else each branch reads files of one
+        # stored schema (see by_schema).
         self.shared_types: dict[str, str] | None = None
+        self.schema_of: dict[str, int] | None = None  # location -> stored schema, if several
+        self.group_types: dict[int, dict[str, str]] = {}
         # files whose footers nobody read yet: see duckdb_relation for when they are checked
         self.unread_footers = False
+        # the `schema` option when every file is read by the log's schema instead
+        self.declared: str | None = None
         locations = scan.plan().location_list
-        if self.needs_data and locations:
+        declared = _declared_schema(self.specs, materialized) if self.needs_data else None
+        if declared is not None and locations:
+            self.declared, self.shared_types = declared
+            self.unread_footers = True
+        elif self.needs_data and locations:
             key = tuple(locations)
-            if key in _SHARED_TYPES:
-                self.shared_types = _SHARED_TYPES[key]
-            else:
-                # One footer per schema fingerprint the writer logged, every untagged file
-                check = _schema_representatives(scan)
-                self.unread_footers = len(check) < len(locations)
-                if _same_schema(con, self.files_sql(check), check):
-                    first = self.files_sql(check[:1])
-                    self.shared_types = _bind_types(
-                        con, f"read_parquet({first}, hive_partitioning=false)", check
-                    )
-                _remember(key, self.shared_types)
+            known = _SHARED_TYPES.get(key)
+            if known is None:
+                known = self._read_footers(locations)
+                _remember(key, known)
+            self.shared_types, self.schema_of = known.shared, known.group_of
+
+    def _read_footers(self, locations: list[str]) -> _StoredSchemas:
+        # One footer per schema fingerprint the writer logged, every untagged file
+        check, represented_by = _schema_representatives(self.scan)
+        self.unread_footers = len(check) < len(locations)
+        paths = [self.storage.duckdb_path(p) for p in check]
+        fingerprints = _schema_fingerprints(self.con, paths, check)
+        if len(set(fingerprints)) <= 1:
+            return _StoredSchemas(self._types_of(check[0]))
+        numbers = {fp: i for i, fp in enumerate(dict.fromkeys(fingerprints))}
+        group = np.array([numbers[fp] for fp in fingerprints], dtype=np.int64)[represented_by]
+        return _StoredSchemas(None, dict(zip(locations, group.tolist(), strict=True)))
+
+    def _types_of(self, location: str) -> dict[str, str]:
+        """The column types ``location`` stores, as DuckDB binds them."""
+        first = self.files_sql([location])
+        return _bind_types(self.con, f"read_parquet({first}, hive_partitioning=false)", [location])
+
+    def by_schema(self, branch: _Branch) -> list[_Branch]:
+        """``branch`` split into one branch per stored schema of its files, each with the
+        types its files store. Where files store a column differently (a narrower integer,
+        another nesting, a ``timestamp`` as INT96 in one and UTC-adjusted in another), each
+        is cast to the table's type on its own: ``union_by_name`` would unify them first,
+        and DuckDB's cast between a naive and a zoned timestamp follows the session's time
+        zone."""
+        if self.schema_of is None or branch.keep is not None:
+            return [branch]
+        parts: dict[int, list[str]] = {}
+        for location in branch.locations:
+            parts.setdefault(self.schema_of[location], []).append(location)
+        out = []
+        for number, locations in parts.items():
+            if number not in self.group_types:
+                self.group_types[number] = self._types_of(locations[0])
+            types = self.group_types[number]
+            out.append(replace(branch, locations=locations, types=types))
+        return out
 
     def hive_ok(self) -> bool:
         """Hive columns can stand in for partition literals only when every file has the
@@ -365,8 +459,9 @@ class _Builder:
         if branch.keep is not None:
             return self.keep_sql(branch, branch.keep)
         files = self.files_sql(branch.locations)
-        uniform = not self.needs_data or self.shared_types is not None
-        options = "union_by_name=false" if uniform else "union_by_name=true"
+        options = "union_by_name=false"
+        if self.declared is not None:
+            options += f", schema={self.declared}"
         # Parquet writers leave NaN out of float min/max, as the Parquet spec asks, and
         # DuckDB orders NaN above every number: unless told that floats can hold NaN, it
         # skips row groups (or folds filters) that hold NaN rows matching `x > 3`,
@@ -389,7 +484,7 @@ class _Builder:
             options += ", file_row_number=true"
         source = f"read_parquet({files}, {options})"
         select, actual = self.projection(
-            source, branch.locations, branch.values, "d" if branch.hive else "p"
+            source, branch.locations, branch.values, "d" if branch.hive else "p", branch.types
         )
         for i, name in enumerate(self.materialized):
             value = f"d.{quote_ident(name)}" if name in actual else "NULL"
@@ -424,12 +519,14 @@ class _Builder:
         locations: list[str],
         values: dict[str, object] | None,
         partition_source: str = "p",
+        types: dict[str, str] | None = None,
     ) -> tuple[str, dict[str, str]]:
         """The select list of the logical columns over ``source`` (a scan of
-        ``locations``), and the column types it was built from (the shared ones, or those
-        DuckDB binds for this scan)."""
-        actual: dict[str, str] = self.shared_types or {}
-        if self.needs_data and self.shared_types is None:
+        ``locations``), and the column types it was built from (``types``, the shared ones,
+        or those DuckDB binds for this scan)."""
+        known = types if types is not None else self.shared_types
+        actual: dict[str, str] = known or {}
+        if self.needs_data and known is None:
             actual = _bind_types(self.con, source, locations)
         select = (
             ", ".join(
@@ -448,7 +545,8 @@ class _Builder:
         file needs no ``union_by_name``."""
         (location,) = branch.locations
         path = quote_str(glob_literal(self.storage.duckdb_path(location)))
-        source = f"read_parquet({path}, hive_partitioning=false)"
+        declared = "" if self.declared is None else f", schema={self.declared}"
+        source = f"read_parquet({path}, hive_partitioning=false{declared})"
         values = branch.values or {}
         # with one schema, files of equal partition values share their projection
         memo = repr(sorted(values.items())) if self.shared_types is not None else None
@@ -621,10 +719,14 @@ def duckdb_relation(
         ]
         if len(numbered) <= MAX_UNION_GROUPS:
             literal_groups = numbered
-    branches = (
-        _branches(groups, deleted, layout, row_ids=builder.row_ids, literal_groups=literal_groups)
+    branches = [
+        part
+        for b in _branches(
+            groups, deleted, layout, row_ids=builder.row_ids, literal_groups=literal_groups
+        )
         + masked
-    )
+        for part in builder.by_schema(b)
+    ]
     if any(b.numbered and b.values is None for b in branches) and builder.parts_table is None:
         builder.register_partitions()
     if deleted or builder.row_ids:
