@@ -258,3 +258,38 @@ def test_same_schema_check_ignores_column_order_and_sees_each_difference(
     for other in ("missing", "narrower", "nested"):
         assert not same("same", other), other
         assert not same(other, "reordered", "same"), other
+
+
+def test_one_scan_is_declared_and_files_with_deletion_vectors_read_their_own_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``read_parquet`` with the ``schema`` option costs DuckDB more per scan, so the
+    one-file scans of files with deletion vectors are bound to the types their footers
+    store (one footer: they share a logged fingerprint) while the other files are read in
+    one declared scan."""
+    uri = str(tmp_path / "t")
+    for start in (0, 3, 6):
+        lq.write(uri, pa.table({"x": np.arange(start, start + 3)}), mode="append")
+    lq.DeltaTable(uri).delete("x = 1 OR x = 4")
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    sql = rel.sql_query()
+    assert sql.count("POSITIONAL JOIN") == 2 and sql.count("schema=MAP") == 1
+    assert seen == [1]
+    assert _rows(rel) == [(0,), (2,), (3,), (5,), (6,), (7,), (8,)]
+
+
+def test_a_union_of_partition_groups_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partition values that Hive directories cannot carry verbatim are read as one scan
+    per group: those scans are not declared (each would pay the option's cost), and the
+    tagged files cost one footer."""
+    uri = str(tmp_path / "t")
+    data = pa.table({"p": ["a b", "c d", "a b"], "x": [1, 2, 3]})
+    lq.write(uri, data, partition_by="p")
+    seen = _footers_read(monkeypatch)
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    assert "schema=MAP" not in rel.sql_query()
+    assert seen == [1]
+    assert _rows(rel) == [("a b", 1), ("a b", 3), ("c d", 2)]
