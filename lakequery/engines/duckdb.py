@@ -184,6 +184,12 @@ def _schema_representatives(
 _UNDECLARABLE = frozenset(["timestamp", "variant"])
 
 
+#: DuckDB 1.5 refuses the ``schema`` option beside ``hive_partitioning``, and fails to read
+#: ``file_row_number`` under it once files differ ("column 2147483645 ... could not be
+#: found"); 2.0 does both. Before 2.0, only scans without either are declared.
+_DECLARES_ALL = int(duckdb.__version__.split(".")[0]) >= 2
+
+
 def _declared_schema(
     specs: list[ColumnSpec], materialized: tuple[str, ...]
 ) -> tuple[str, dict[str, str]] | None:
@@ -193,8 +199,8 @@ def _declared_schema(
 
     DuckDB then matches each file's columns by name, casts the ones a file stores in
     another physical type (an int32 ``long``, a narrower decimal) and reads the ones it
-    lacks as NULL, without reading any footer to bind: the same rows the footer check and
-    ``union_by_name`` give, for none of their cost."""
+    lacks as NULL, without reading any footer to bind: the same rows as the footer check
+    and its branch per stored schema give."""
     types: dict[str, str] = {}
     for s in specs:
         if s.partition or pa.types.is_null(s.type):
@@ -334,10 +340,13 @@ class _Builder:
         )
         self.settled = not self.needs_data or not scan.plan().num_files
 
-    def settle(self, one_scan: bool) -> None:
+    def settle(self, one_scan: bool, *, hive: bool, numbered: bool) -> None:
         """Decides how the files' schemas are reconciled, once the layout is known:
         declared when the scan can be and ``one_scan`` (all files in one ``read_parquet``,
-        apart from files read by their keep masks), else the footer check.
+        apart from files read by their keep masks), else the footer check. ``hive``: the
+        scan reads Hive columns; ``numbered``: some rows need ``file_row_number``
+        (deletion vectors, row ids), which DuckDB 1.5 cannot declare
+        (:data:`_DECLARES_ALL`).
 
         A declared ``read_parquet`` costs DuckDB ~0.3 ms more to bind and ~0.3 ms more to
         run than a plain one, per ``read_parquet`` however many files it reads (32 one-file
@@ -348,7 +357,8 @@ class _Builder:
         if self.settled:
             return
         self.settled = True
-        if self.declarable is not None and one_scan:
+        supported = _DECLARES_ALL or not (hive or numbered)
+        if self.declarable is not None and one_scan and supported:
             self.declared, self.shared_types = self.declarable
             self.unread_footers = True
             return
@@ -426,11 +436,11 @@ class _Builder:
             for locs in parts.values()
         ]
 
-    def hive_ok(self) -> bool:
+    def hive_ok(self, numbered: bool) -> bool:
         """Hive columns can stand in for partition literals only when every file has the
         same schema and none of them stores a column of a partition column's name (a
         declared read ignores stored columns it was not told of). Settles the schemas."""
-        self.settle(one_scan=True)
+        self.settle(one_scan=True, hive=True, numbered=numbered)
         if self.shared_types is None and self.needs_data:
             return False
         stored = set(self.shared_types or ())
@@ -737,8 +747,10 @@ def duckdb_relation(
             + [f"CAST(NULL AS BIGINT) AS {quote_ident(c)}" for c in extra]
         )
         return con.sql(f"SELECT {out_cols} FROM (SELECT {empty}) WHERE false")
+    deleted = deleted_rows(plan, storage)
+    with_positions = bool(deleted) or builder.row_ids
     layout = "literal"
-    if partition_names and hive_layout(scan) and builder.hive_ok():
+    if partition_names and hive_layout(scan) and builder.hive_ok(with_positions):
         layout = "hive"  # one scan of all files: no need to group them
         groups = [FileGroup({}, plan.location_list)]
     else:
@@ -746,8 +758,8 @@ def duckdb_relation(
         if len(groups) > MAX_UNION_GROUPS:
             layout = "join"
             builder.register_partitions()
-        builder.settle(one_scan=len(groups) == 1 or layout == "join")
-    deleted = deleted_rows(plan, storage)
+        one_scan = len(groups) == 1 or layout == "join"
+        builder.settle(one_scan, hive=False, numbered=with_positions)
     keep: list[tuple[FileGroup, KeepMask]] | None = None
     if keep_masks.applicable(scan, deleted, row_ids=builder.row_ids):
         by_values = file_groups(plan, partition_names) if layout == "hive" else groups
