@@ -231,9 +231,13 @@ def test_timestamp_columns_stored_two_ways_read_in_any_session(tmp_path: Path) -
     kit.commit([{"add": add | {"modificationTime": 0, "dataChange": True}}])
     con = duckdb.connect()
     con.execute("SET TimeZone = 'America/New_York'")
-    rel = lq.DeltaTable(kit.uri).snapshot().scan().to_duckdb(con)
+    scan = lq.DeltaTable(kit.uri).snapshot().scan()
+    rel = scan.to_duckdb(con)
     assert "schema=MAP" not in rel.sql_query()
     assert rel.to_arrow_table().column("ts").to_pylist() == [when, when]
+    # the other engines, which no session's time zone reaches, agree
+    assert scan.to_arrow().column("ts").to_pylist() == [when, when]
+    assert scan.to_polars().collect().get_column("ts").to_list() == [when, when]
 
 
 def test_same_schema_check_ignores_column_order_and_sees_each_difference(
