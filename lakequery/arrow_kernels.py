@@ -90,6 +90,7 @@ is_null = _kernel("is_null", 1, "NullOptions")
 equal = _kernel("equal", 2)
 not_equal = _kernel("not_equal", 2)
 less = _kernel("less", 2)
+less_equal = _kernel("less_equal", 2)
 greater = _kernel("greater", 2)
 if_else = _kernel("if_else", 3)
 
@@ -104,6 +105,7 @@ is_nan = _kernel("is_nan", 1)
 any = _kernel("any", 1, "ScalarAggregateOptions")
 all = _kernel("all", 1, "ScalarAggregateOptions")
 min = _kernel("min", 1, "ScalarAggregateOptions")
+max = _kernel("max", 1, "ScalarAggregateOptions")
 sum = _kernel("sum", 1, "ScalarAggregateOptions")
 min_max = _kernel("min_max", 1, "ScalarAggregateOptions")
 count_distinct = _kernel("count_distinct", 1, "CountOptions")
@@ -138,6 +140,8 @@ drop_null = _kernel("drop_null", 1)
 #: ``take`` methods of arrays, batches and tables import ``pyarrow.compute``)
 filter = _kernel("filter", 2, "FilterOptions")
 take = _kernel("take", 2, "TakeOptions")
+#: the row order of a table by ``sort_keys`` (``[(column, "ascending" | "descending")]``)
+sort_indices = _kernel("sort_indices", 1, "SortOptions")
 
 
 # -- the functions pyarrow.compute writes by hand ---------------------------------------------
@@ -151,6 +155,15 @@ def cast(
     elif target_type is not None or safe is not None:
         raise ValueError("cast takes target_type and safe, or options, not both")
     return call_function("cast", [arr], options)
+
+
+def cast_columns(data: Any, schema: pa.Schema) -> Any:
+    """``Table.cast`` / ``RecordBatch.cast`` to ``schema``, column by column (the methods
+    import ``pyarrow.compute``). Refuses other column names, as they do."""
+    if data.schema.names != schema.names:
+        raise ValueError(f"columns {data.schema.names} do not match {schema.names}")
+    columns = [cast(c, f.type) for c, f in zip(data.columns, schema, strict=True)]
+    return type(data).from_arrays(columns, schema=schema)
 
 
 def fill_null(values: Any, fill_value: Any) -> Any:

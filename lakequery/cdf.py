@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyroaring import BitMap64
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values, python_array
 from lakequery.dv import z85
 from lakequery.dv.bitmap import serialize
@@ -87,6 +87,7 @@ from lakequery.storage import Storage
 
 if TYPE_CHECKING:
     import polars as pl
+    from pyarrow.compute import Expression
 
     from lakequery.commands.progress import ProgressCallback
     from lakequery.scan import Scan
@@ -505,7 +506,7 @@ def _conform_tasks(table: pa.Table) -> pa.Table:
     cols: dict[str, Any] = {}
     for f in _TASK_SCHEMA:
         if f.name in table.column_names:
-            cols[f.name] = table.column(f.name).cast(f.type)
+            cols[f.name] = pc.cast(table.column(f.name), f.type)
         else:
             cols[f.name] = pa.nulls(n, f.type)
     return pa.table(cols, schema=_TASK_SCHEMA)
@@ -559,7 +560,7 @@ def _layers(tasks: pa.Table) -> list[pa.Table]:
     layer = ranked.column("_layer")
     count = int(pc.max(layer).as_py()) + 1
     return [
-        ranked.filter(pc.equal(layer, int64_scalar(i))).drop_columns(["_layer"])
+        pc.filter(ranked, pc.equal(layer, int64_scalar(i))).drop_columns(["_layer"])
         for i in range(count)
     ]
 
@@ -592,7 +593,7 @@ def _files_table(
             raw.append(versions)
         else:
             us = pc.multiply(ms, int64_scalar(1000))
-            raw.append(us.cast(pa.timestamp("us", tz="UTC")))
+            raw.append(pc.cast(us, pa.timestamp("us", tz="UTC")))
     cols: dict[str, Any] = {
         "path": tasks.column("path"),
         "size": tasks.column("size"),
@@ -676,7 +677,9 @@ class ChangeScan:
                 for scan, plan in zip(self.scans, plans, strict=True):
                     if plan.num_files:
                         for batch in scan.to_arrow_reader():
-                            yield batch if batch.schema == schema else batch.cast(schema)
+                            yield (
+                                batch if batch.schema == schema else pc.cast_columns(batch, schema)
+                            )
                         done = int(pc.sum(plan.files.column("size")).as_py() or 0)
                         reporter.advance(plan.num_files, done)
 
@@ -739,7 +742,7 @@ def changes(
     starting_timestamp: datetime | str | None = None,
     ending_timestamp: datetime | str | None = None,
     columns: Sequence[str] | None = None,
-    filter: str | pc.Expression | None = None,
+    filter: str | Expression | None = None,
 ) -> ChangeScan:
     """Plans the change feed of ``dt`` over a version range; see
     :meth:`lakequery.DeltaTable.changes` for the arguments."""
@@ -781,7 +784,7 @@ def _scan(
     metadata: Metadata,
     files: pa.Table,
     columns: list[str],
-    filter: str | pc.Expression | None,
+    filter: str | Expression | None,
 ) -> Scan:
     state = TableState(
         version=version,

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array, empty_table, python_array
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.errors import VersionNotFoundError
@@ -454,7 +455,7 @@ def _header(state: TableState, layout: _Layout, schema: pa.Schema) -> Iterator[p
 
 def _struct(children: Sequence[pa.Array[Any]], typ: pa.StructType) -> pa.StructArray:
     fields = [typ.field(i) for i in range(typ.num_fields)]
-    cast = [c.cast(f.type) for c, f in zip(children, fields, strict=True)]
+    cast = [pc.cast(c, f.type) for c, f in zip(children, fields, strict=True)]
     return pa.StructArray.from_arrays(cast, fields=fields)
 
 

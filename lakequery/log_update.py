@@ -236,13 +236,7 @@ def _merge_files(con: duckdb.DuckDBPyConnection, base: pa.Table, added: pa.Table
     if added.num_rows == 0:
         return survivors
     if added.schema != survivors.schema:
-        # Table.cast, column by column (the method would import pyarrow.compute)
-        schema = survivors.schema
-        if added.column_names != schema.names:
-            raise ValueError(f"columns {added.column_names} do not match {schema.names}")
-        added = pa.Table.from_arrays(
-            [pc.cast(c, f.type) for c, f in zip(added.columns, schema, strict=True)], schema=schema
-        )
+        added = pc.cast_columns(added, survivors.schema)
     return pa.concat_tables([survivors, added])
 
 

@@ -34,6 +34,7 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("not_equal", (S, S), {}),
     ("less", (N, pa.scalar(1, pa.int64())), {}),
     ("greater", (N, N), {}),
+    ("less_equal", (N, pa.scalar(2, pa.int64())), {}),
     ("if_else", (B, S, pa.scalar("no")), {}),
     ("add", (N, N), {}),
     ("add_checked", (N, pa.scalar(1, pa.int64())), {}),
@@ -48,6 +49,8 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("any", (pa.array([None, None], pa.bool_()),), {"skip_nulls": False, "min_count": 0}),
     ("all", (B,), {}),
     ("min", (N,), {}),
+    ("max", (N,), {}),
+    ("max", (pa.array([], pa.int64()),), {"min_count": 0}),
     ("sum", (N,), {}),
     ("sum", (pa.array([], pa.int64()),), {"min_count": 0}),
     ("match_substring", (S, "/"), {}),
@@ -79,6 +82,8 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("filter", (CHUNKED, pa.chunked_array([[True, False], [True, True]])), {}),
     ("take", (TABLE, pa.array([2, 0], pa.int64())), {}),
     ("take", (S, pa.array([5, None], pa.int64())), {}),
+    ("sort_indices", (TABLE,), {"sort_keys": [("i", "ascending"), ("s", "descending")]}),
+    ("sort_indices", (N,), {}),
     ("cast", (N, pa.float64()), {}),
     ("cast", (pa.array([300], pa.int64()), pa.int8()), {"safe": False}),
     ("fill_null", (N, 0), {}),
@@ -126,3 +131,15 @@ def test_wrong_calls_fail_as_in_pyarrow_compute() -> None:
 def test_expressions_class_is_pyarrows() -> None:
     assert kernels.Expression is pc.Expression
     assert isinstance(pc.field("x") > 1, kernels.Expression)
+
+
+@pytest.mark.parametrize("data", [TABLE, TABLE.to_batches()[0]], ids=["table", "batch"])
+def test_cast_columns_is_the_cast_method(data: Any) -> None:
+    schema = pa.schema([("s", pa.large_string()), ("i", pa.float64())])
+    got = kernels.cast_columns(data, schema)
+    want = data.cast(schema)
+    assert type(got) is type(want) and got.equals(want)
+    with pytest.raises(ValueError, match="do not match"):
+        kernels.cast_columns(data, pa.schema([("i", pa.float64()), ("s", pa.string())]))
+    with pytest.raises(ValueError):
+        data.cast(pa.schema([("i", pa.float64()), ("s", pa.string())]))

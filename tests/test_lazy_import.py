@@ -526,8 +526,36 @@ import lakequery as lq
 ids = []
 for batch in lq.DeltaTable({uri!r}).stream(starting_offset={stored!r}, max_files_per_batch=1):
     ids += [r[0] for r in {read}]
-print(json.dumps(dict(ids=sorted(ids), pandas="pandas" in sys.modules)))
+compute = "pyarrow.compute" in sys.modules
+print(json.dumps(dict(ids=sorted(ids), pandas="pandas" in sys.modules, compute=compute)))
 """
     got = run_python(code, tmp_path)
     assert got["ids"] == [2, 3, 4, 5, 6, 7]
     assert got["pandas"] is False
+    if "duckdb" in read:  # (Polars' own Arrow import path is not lakequery's to choose)
+        assert got["compute"] is False
+
+
+def test_maintenance_commands_import_no_pyarrow_compute(tmp_path: Path) -> None:
+    """A DELETE of whole partitions, a checkpoint and a VACUUM that deletes files, each the
+    whole job of a short-lived process (a scheduled task, a CLI call), call Arrow's kernels
+    through :mod:`lakequery.arrow_kernels` (``pyarrow.compute`` costs ~27 ms to import)."""
+    uri = str(tmp_path / "t")
+    t = pa.table({"id": pa.array(range(6), pa.int64()), "k": pa.array([0, 1, 2] * 2, pa.int64())})
+    lq.write(uri, t, partition_by="k")
+    lq.write(uri, t, mode="overwrite", partition_by="k")
+    code = f"""
+import json, sys
+import lakequery as lq
+dt = lq.DeltaTable({uri!r})
+deleted = dt.delete("k = 1").num_deleted_rows
+version = dt.checkpoint().version
+removed = dt.vacuum(retention_hours=0, enforce_retention=False, dry_run=False).files_deleted
+loaded = sorted(m for m in ("pandas", "pyarrow.compute") if m in sys.modules)
+print(json.dumps(dict(done=[deleted, version, removed], loaded=loaded)))
+"""
+    got = run_python(code, tmp_path)
+    assert got["loaded"] == []
+    assert got["done"][:2] == [2, 2] and got["done"][2] >= 4  # the first write's files
+    ids = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [0, 2, 3, 5]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lakequery import arrow_kernels as pc
 from lakequery.commands.change_set import DmlMetrics, Statement, parses
 from lakequery.commands.file_actions import only_partition_columns, partition_match
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
@@ -73,7 +74,7 @@ def delete(
             files = st.plan.files
             st.txn.read_files(str(p) for p in files.column("path").to_pylist())
             if files.num_rows:
-                files = files.filter(partition_match(files, predicate))
+                files = pc.filter(files, partition_match(files, predicate))
             return st.commit_file_removal(files)
         columns = st.read_columns if st.change_data_feed else []
         st.target(predicate, columns=columns, name=TARGET_VIEW)

@@ -40,8 +40,8 @@ import time
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_scalar, python_array
 from lakequery.commands.listing import list_tree
 from lakequery.commands.metrics import VacuumResult
@@ -90,7 +90,7 @@ def _dv_paths(storage: Storage, dvs: list[Any]) -> list[str]:
 def _present_dvs(column: Any) -> list[Any]:
     """The non-null ``deletionVector`` structs of a column, as Python dicts (a table's
     files with DVs; the others are not converted)."""
-    present = column.filter(pc.is_valid(column))
+    present = pc.filter(column, pc.is_valid(column))
     return [dv for dv in present.to_pylist() if dv]
 
 
@@ -186,7 +186,7 @@ def vacuum(
     listing = list_tree(storage)
     paths = listing.column("path")
     old = pc.less(listing.column("modified_ms"), int64_scalar(cutoff))
-    candidates = listing.filter(pc.and_(pc.invert(hidden_mask(paths)), old))
+    candidates = pc.filter(listing, pc.and_(pc.invert(hidden_mask(paths)), old))
 
     if candidates.num_rows:
         live = state.files
@@ -202,8 +202,8 @@ def vacuum(
         chunks = [*live.column("path").chunks, *tomb.column("path").chunks]
         chunks = [pc.cast(c, pa.string()) for c in chunks] + [python_array(keep, pa.string())]
         referenced = pa.concat_arrays(chunks)
-        candidates = candidates.filter(
-            pc.invert(pc.is_in(candidates.column("path"), value_set=referenced))
+        candidates = pc.filter(
+            candidates, pc.invert(pc.is_in(candidates.column("path"), value_set=referenced))
         )
     chosen = [storage.join(str(p)) for p in candidates.column("path").to_pylist()]
     nbytes = int(pc.sum(candidates.column("size")).as_py() or 0)

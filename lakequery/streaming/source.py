@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from lakequery import arrow_kernels as pc
 from lakequery import cdf
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
@@ -46,6 +46,8 @@ from lakequery.streaming.batch import StreamBatch, insert_constants
 from lakequery.streaming.offsets import StreamOffset
 
 if TYPE_CHECKING:
+    from pyarrow.compute import Expression
+
     from lakequery.protocol.log_files import Listing
     from lakequery.scan import Scan
     from lakequery.snapshot import Snapshot
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
 @dataclass
 class _Options:
     columns: list[str] | None
-    filter: str | pc.Expression | None
+    filter: str | Expression | None
     max_files: int | None
     max_bytes: int | None
     ignore_deletes: bool
@@ -170,7 +172,7 @@ class _Stream:
         order = pc.sort_indices(
             files, sort_keys=[("modification_time", "ascending"), ("path", "ascending")]
         )
-        files = files.take(order)
+        files = pc.take(files, order)
         n, v, table_id = files.num_rows, snap.version, snap.metadata.id
         until = self.until
         if until is not None and until.snapshot and until.version == v:
@@ -268,7 +270,7 @@ class _Stream:
                     pc.and_(pc.equal(versions, v1), pc.less_equal(adds.column("index"), i1)),
                 ),
             )
-        adds = adds.filter(keep)
+        adds = pc.filter(adds, keep)
         if adds.num_rows == 0:
             return
         # a version's last file: the batch that ends on it hands on to the next version
@@ -337,7 +339,7 @@ def stream(
     starting_version: int | None = None,
     starting_timestamp: datetime | str | None = None,
     columns: Sequence[str] | None = None,
-    filter: str | pc.Expression | None = None,
+    filter: str | Expression | None = None,
     max_files_per_batch: int | None = None,
     max_bytes_per_batch: int | None = None,
     ignore_deletes: bool = False,
