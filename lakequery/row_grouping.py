@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
-from lakequery.arrow_buffers import int_values
+from lakequery.arrow_buffers import int64_scalar, int_values
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ def group_rows(columns: Sequence[Any]) -> RowGroups:
         if key is None:
             key = idx
         else:  # one code per combination seen, numbered in order of first appearance
-            combined = pc.add(pc.multiply(key, len(enc.dictionary)), idx)
+            # (a Python number handed to a kernel makes pyarrow import pandas)
+            width = int64_scalar(len(enc.dictionary))
+            combined = pc.add(pc.multiply(key, width), idx)
             key = pc.cast(pc.dictionary_encode(combined).indices, pa.int64())
     key_np = int_values(key) if n else np.zeros(0, dtype=np.int64)
     order = np.argsort(key_np, kind="stable").astype(np.int64, copy=False)

@@ -329,6 +329,33 @@ print(json.dumps(dict(loaded=loaded)))
     assert lq.DeltaTable(root + "/plain").snapshot().scan().to_arrow().num_rows == 4
 
 
+def test_tables_partitioned_by_two_columns_import_no_pandas(tmp_path: Path) -> None:
+    """Grouping by two partition columns combines their codes (:mod:`lakequery.row_grouping`)
+    with a kernel whose scalar is built from buffers: a Python number handed to it made
+    pyarrow import pandas, in every write and Polars read of such a table."""
+    uri = str(tmp_path / "t")
+    code = f"""
+import json, sys
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import lakequery as lq
+from lakequery.arrow_buffers import int64_array, python_array
+t = pa.table({{"a": int64_array(np.array([1, 2, 1, 2])), "b": python_array(["x", "y", "y", "y"], pa.string()),
+              "v": int64_array(np.arange(4))}})
+lq.write({uri!r}, t, partition_by=["a", "b"])
+groups = lq.DeltaTable({uri!r}).snapshot().files().num_rows
+count = lq.DeltaTable({uri!r}).snapshot().scan().to_polars().select(pl.len()).collect().item()
+loaded = sorted(m for m in ("pandas", "pyarrow.compute") if m in sys.modules)
+print(json.dumps(dict(groups=groups, count=count, loaded=loaded)))
+"""
+    got = run_python(code, tmp_path)
+    assert got["loaded"] == []
+    assert (got["groups"], got["count"]) == (3, 4)
+    rows = lq.DeltaTable(uri).snapshot().scan().to_duckdb().query("t", "SELECT a, b, v FROM t")
+    assert sorted(rows.fetchall()) == [(1, "x", 0), (1, "y", 2), (2, "y", 1), (2, "y", 3)]
+
+
 def test_writes_dml_and_filtered_reads_import_no_pandas(tmp_path: Path) -> None:
     """A script that writes, deletes, updates, compacts or reads with a filter: pyarrow
     imports pandas (0.15-0.2 s) on its first conversion of a Python or NumPy value, so
