@@ -715,6 +715,14 @@ def duckdb_relation(
         # small table).
         con.execute("SET parquet_metadata_cache = true")
         _METADATA_CACHE_SET.add(con)
+    return _relation(scan, con, row_ids, retry=True)
+
+
+def _relation(
+    scan: Scan, con: duckdb.DuckDBPyConnection, row_ids: bool, *, retry: bool
+) -> duckdb.DuckDBPyRelation:
+    """:func:`duckdb_relation` on a connection set up for it; built once more (``retry``)
+    when a keep mask registered on ``con`` by an earlier build has gone."""
     plan = scan.plan()
     storage = scan.snapshot.storage
     storage.register_duckdb(con)
@@ -825,6 +833,8 @@ def duckdb_relation(
     try:
         return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
     except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail
+        if retry and keep is not None and keep_masks.forget_missing(con, exc):
+            return _relation(scan, con, row_ids, retry=False)
         raise_storage_failure(exc, plan.location_list[0] if plan.location_list else "")
         if "No files found" in str(exc):
             require_local_files(scan)  # names the missing file (error path only)

@@ -83,6 +83,20 @@ _REGISTERED: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 #: Mask names; a process-wide counter, so two threads never give one name two contents.
 _NAMES = itertools.count()
+_PREFIX = "_lq_keep_"
+
+
+def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
+    """Whether ``error`` (raised binding a relation on ``con``) names a mask this module
+    registered there; if so, unregisters and forgets all of ``con``'s masks, so that the
+    next build registers them again. A registration is a catalog entry of the connection:
+    a transaction that registered a mask and was rolled back took it away (as would the
+    caller's ``con.unregister``)."""
+    if _PREFIX not in str(error) or con not in _REGISTERED:
+        return False
+    for name in _REGISTERED.pop(con).values():
+        con.unregister(name)  # a no-op for a name that is gone
+    return True
 
 
 @dataclass(frozen=True)
@@ -194,7 +208,7 @@ def register(
             content = (p, rows[p], deleted[p].tobytes())
             name = registered.get(content)
             if name is None:
-                name = f"_lq_keep_{next(_NAMES)}"
+                name = f"{_PREFIX}{next(_NAMES)}"
                 keep = np.ones(rows[p], dtype=np.bool_)
                 keep[deleted[p]] = False
                 con.register(name, {"keep": keep})

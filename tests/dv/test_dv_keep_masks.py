@@ -136,6 +136,30 @@ def test_masks_are_registered_once_per_connection(table: str) -> None:
         assert con.sql(views).fetchall() == [(WITH_DV,)]
 
 
+@pytest.mark.parametrize("gone_by", ["rollback", "unregister"])
+def test_masks_taken_away_from_the_connection_are_registered_again(
+    table: str, gone_by: str
+) -> None:
+    """A mask is a catalog entry of the caller's connection: a rolled-back transaction
+    (or the caller's ``unregister``) removes it, and the next read must not name it."""
+    con = connection(2, True)
+    snap = lq.DeltaTable(table).snapshot()
+    views = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '_lq_keep_%'"
+    if gone_by == "rollback":
+        con.execute("BEGIN")
+    assert len(snap.scan().to_duckdb(con).fetchall()) == len(expected())
+    if gone_by == "rollback":
+        con.execute("ROLLBACK")
+    else:
+        ((name,),) = con.sql(views.replace("count(*)", "min(view_name)")).fetchall()
+        con.unregister(name)
+    assert con.sql(views).fetchall()[0][0] < WITH_DV
+    for _ in range(2):
+        rows = snap.scan().to_duckdb(con).project("f, pos").fetchall()
+        assert set(rows) == expected() and len(rows) == len(expected())
+    assert con.sql(views).fetchall() == [(WITH_DV,)]
+
+
 def test_a_wrong_num_records_falls_back_to_the_anti_join(table: str, tmp_path: Path) -> None:
     copy = tmp_path / "t"
     shutil.copytree(table, copy)
