@@ -5,11 +5,15 @@ open one costs microseconds, and the temporary tables, views and registered obje
 cursor stay private to it. So lakequery opens at most two databases per process, each on
 first use:
 
-* the *private* database runs lakequery's own work (log replay, data skipping, DML) with
-  two global settings that suit it and would not suit a user's query: rows may come back in
-  any order (``preserve_insertion_order``), and join sides are never swapped (replay joins a
-  small table of winners with a large stream of parsed actions; DuckDB's cardinality
-  estimate for JSON scans is poor and it would otherwise hash the stream);
+* the *private* database runs lakequery's own work (log replay, DML) with two global
+  settings that suit it and would not suit a user's query: rows may come back in any order
+  (``preserve_insertion_order``), and join sides are never swapped (replay of a large log
+  joins a small table of winners with a large stream of parsed actions; DuckDB's
+  cardinality estimate for JSON scans is poor and it would otherwise hash the stream).
+  Work that joins only what DuckDB knows the size of (the replay of a small log segment,
+  file skipping) runs on a cursor of the engine database instead, with insertion order
+  off for that cursor alone (``private_cursor(fixed_joins=False)``): a process that reads
+  small tables opens one database;
 * the *engine* database holds the relations lakequery hands out when the caller gives no
   connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``; ``lakequery.sql``
   opens a database of its own, since its views are views of the whole database) and its
@@ -64,8 +68,21 @@ def _database(kind: str) -> duckdb.DuckDBPyConnection:
     return db
 
 
-def private_cursor() -> duckdb.DuckDBPyConnection:
-    """A fresh cursor for internal queries (row order never matters there)."""
+def private_cursor(*, fixed_joins: bool = True) -> duckdb.DuckDBPyConnection:
+    """A fresh cursor for internal queries (row order never matters there).
+
+    With ``fixed_joins``, a cursor of the private database, whose joins keep their sides
+    as written: replay of a large log joins streams of JSON lines, whose sizes DuckDB
+    guesses badly. Without, a cursor of the engine database with insertion order off for
+    itself, for work that joins only what DuckDB knows the size of (tables, Arrow data,
+    Parquet): the replay of a small log segment (see
+    :func:`lakequery.log_reader.small_segment`) and file skipping. A process that reads
+    small tables through DuckDB then opens one database, not two (~10 ms to open one,
+    ~3 ms to close it at exit)."""
+    if not fixed_joins:
+        cur = engine_cursor()
+        cur.execute("SET SESSION preserve_insertion_order = false")
+        return cur
     with _LOCK:
         return _database("private").cursor()
 

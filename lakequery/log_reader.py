@@ -44,6 +44,19 @@ _ACTION_PATH = "coalesce(add.path, remove.path)"
 _ACTION_DV = "coalesce(add.deletionVector, remove.deletionVector)"
 
 
+def small_segment(checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> bool:
+    """Whether replay of this segment joins no stream of JSON lines: commits of at most
+    :data:`SMALL_LOG_BYTES` in all, which :meth:`LogReader.load` parses into a temporary
+    table, and no checkpoint or a single-file one of at most that size (a table, or a
+    view of Parquet files, whose row counts DuckDB takes from their footers). See
+    :func:`lakequery.duckdb_databases.private_cursor`."""
+    if sum(c.size for c in commits) > SMALL_LOG_BYTES:
+        return False
+    return checkpoint is None or (
+        len(checkpoint.files) == 1 and checkpoint.files[0].size <= SMALL_LOG_BYTES
+    )
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 

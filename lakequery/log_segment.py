@@ -24,7 +24,7 @@ from lakequery.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.features import Protocol, check_readable
@@ -115,16 +115,18 @@ def load_state(
     ``with_files`` the live files are not replayed (``files`` is empty): enough for the
     protocol, metadata, txns and domains. ``listing`` is a listing of the log already
     made (from the hint's checkpoint or from version 0), saving the LIST."""
-    con = con or internal_connection()
     if listing is None:
         listing = find_listing(storage, version)
-    reader = LogReader(storage, con)
     listed_from_start = False
     while True:
         segment = select_segment(listing, version, uri=storage.root)
+        cur = con or private_cursor(
+            fixed_joins=not small_segment(segment.checkpoint, segment.commits)
+        )
+        reader = LogReader(storage, cur)
         try:
             reader.load(segment.checkpoint, segment.commits, file_actions=with_files)
-            return _replay(storage, con, reader, segment, with_files)
+            return _replay(storage, cur, reader, segment, with_files)
         except (CorruptLogError, ObjectNotFoundError) as exc:
             if not _is_checkpoint_error(exc, segment):
                 raise

@@ -33,13 +33,13 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array
+from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import CorruptLogError
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
 from lakequery.log_segment import (
     TableState,
     _unexpired_txns,
     check_files,
-    internal_connection,
     list_log,
     load_state,
     log_dir,
@@ -133,11 +133,11 @@ def update_state(
     newer_checkpoint = target.checkpoint is not None and target.checkpoint != segment.checkpoint
     if not contiguous or (newer_checkpoint and len(new) > INCREMENTAL_MAX_COMMITS):
         return load_state(storage, None, con, listing=merged)
-    con = con or internal_connection()
-    reader = LogReader(storage, con)
+    cur = con or private_cursor(fixed_joins=not small_segment(None, new))
+    reader = LogReader(storage, cur)
     try:
         reader.load(None, new)
-        updated = _apply(storage, con, reader, state, new, target)
+        updated = _apply(storage, cur, reader, state, new, target)
     except duckdb.Error as exc:
         raise CorruptLogError(new[-1].path, str(exc).splitlines()[0][:300]) from exc
     finally:

@@ -104,6 +104,44 @@ print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
     assert got["opened"] == 3
 
 
+def test_small_logs_are_replayed_without_a_second_database(tmp_path: Path) -> None:
+    """Replaying a small log segment and skipping files need no join sides kept as
+    written: a process that reads such a table through DuckDB, with deletion vectors and
+    a filter, and reads it again after a commit, opens the engine database alone. A log
+    above ``SMALL_LOG_BYTES`` is replayed on the private database, with the same result."""
+    uri = _table(tmp_path / "t")
+    code = f"""
+import json
+import pyarrow as pa
+import lakequery as lq
+from lakequery import duckdb_databases, log_reader
+
+def read(table, version=None):
+    scan = table.snapshot(version=version).scan(filter="id >= 150")
+    return scan.to_duckdb().aggregate("count(*), sum(id)").fetchall()[0]
+
+t = lq.DeltaTable({uri!r})
+first = read(t)
+opened_first = sorted(duckdb_databases._DATABASES)
+lq.write({uri!r}, pa.table({{"id": pa.array([1000], pa.int64())}}), mode="append")
+duckdb_databases._close()
+second = read(t)  # the process's cached state brought up to date
+opened_second = sorted(duckdb_databases._DATABASES)
+duckdb_databases._close()
+log_reader.SMALL_LOG_BYTES = 0
+large = read(lq.DeltaTable({uri!r}), version=t.snapshot().version)  # replayed afresh
+print(json.dumps(dict(first=first, second=second, large=large, opened_first=opened_first,
+                      opened_second=opened_second,
+                      opened_large=sorted(duckdb_databases._DATABASES))))
+"""
+    got = run_python(code, tmp_path)
+    live = [i for i in range(150, 300) if i % 10 != 3]
+    assert got["first"] == [len(live), sum(live)]
+    assert got["second"] == got["large"] == [len(live) + 1, sum(live) + 1000]
+    assert got["opened_first"] == got["opened_second"] == ["engine"]
+    assert got["opened_large"] == ["engine", "private"]
+
+
 def test_dml_in_parallel_threads(tmp_path: Path) -> None:
     """DELETE, UPDATE and MERGE on four tables at once, each in its thread: every statement
     sees its own target (the views DML builds are temporary, per cursor; they were views of

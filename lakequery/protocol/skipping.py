@@ -381,7 +381,7 @@ def prune_mask(
     if cond is None or n == 0:
         return bool_array(np.ones(n, dtype=bool))
     sql, table = planner.query(cond)
-    connection = con if con is not None else private_cursor()
+    connection = con if con is not None else private_cursor(fixed_joins=False)
     try:
         result = connection.from_arrow(table).query(_FILES, sql).to_arrow_table()
     finally:
