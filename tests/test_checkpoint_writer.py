@@ -881,3 +881,33 @@ def test_memory_storage(tmp_path: Path) -> None:
     snap = mem.snapshot()
     assert _uses_checkpoint(snap, v)
     assert _files(snap) == _files(dt_local.snapshot())
+
+
+@pytest.mark.parametrize("stats_as_json", ["true", "false"])
+def test_wide_decimal_bounds_are_exact_or_left_out(tmp_path: Path, stats_as_json: str) -> None:
+    """A decimal of more than 15 digits: DuckDB 1.x parses its JSON statistics through a
+    double, which would round the bound (12345678901234567890.123456789012345678 read as
+    ...567525.49...). The checkpoint's typed bound is then left out rather than written
+    rounded, and a filter on the exact value finds its row through the checkpoint (from
+    the JSON statistics or without them)."""
+    from decimal import Decimal
+
+    from lakequery.protocol.sql_spelling import json_decimals_exact
+
+    big = Decimal("12345678901234567890.123456789012345678")
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "dec": pa.array([big, big - 1])})
+    data = data.cast(pa.schema([("id", pa.int64()), ("dec", pa.decimal128(38, 18))]))
+    lq.write(uri, data, configuration={"delta.checkpoint.writeStatsAsJson": stats_as_json})
+    info = lq.DeltaTable(uri).checkpoint()
+    adds = pq.read_table(info.path, columns=["add"]).column("add").drop_null().to_pylist()
+    (add,) = adds
+    bounds = {k: (add["stats_parsed"] or {}).get(k) or {} for k in ("minValues", "maxValues")}
+    if json_decimals_exact():
+        assert bounds["minValues"]["dec"] == big - 1 and bounds["maxValues"]["dec"] == big
+    else:
+        assert "dec" not in bounds["minValues"] and "dec" not in bounds["maxValues"]
+    fresh = lq.DeltaTable(uri).snapshot(version=info.version)
+    assert fresh._state.segment.checkpoint is not None
+    got = fresh.scan(filter=f"dec = {big}").to_duckdb().project("id").fetchall()
+    assert got == [(1,)]

@@ -11,6 +11,7 @@ column type            domain                               notes
 integers               ``BIGINT`` / ``UBIGINT``
 float, double          ``FLOAT`` / ``DOUBLE``               NaN bounds become NULL
 decimal(p, s)          ``DECIMAL(p, s)``                    parsed exactly by ``from_json``
+                                                            (DuckDB 2; see below)
 string                 ``VARCHAR`` (UTF-8 byte order)       bounds may be truncated
 date                   ``DATE``
 timestamp (any zone)   ``HUGEINT`` microseconds since the   max + 999 µs (ms truncation);
@@ -22,6 +23,12 @@ A NULL value means "unknown"; every pruning condition treats it as "may match".
 Type widening (digest §14) keeps older files' statistics in the old type: integers,
 decimals and dates read exactly in the wider domain; float statistics of a column widened
 to double are read both ways and the looser bound is kept.
+
+DuckDB 1.x reads every JSON number with a fraction or beyond 64 bits as a double before
+casting it, so a decimal bound of more than 15 significant digits comes out rounded
+(``12345678901234567890.123456789012345678`` as ``12345678901234567525.49...``) and a file
+holding the exact value would be skipped. There, such bounds in JSON statistics are
+unknown (typed ``stats_parsed`` values stay exact): no file is skipped on them.
 """
 
 from __future__ import annotations
@@ -39,7 +46,13 @@ from lakequery import arrow_kernels as pc
 from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import Literal
 from lakequery.protocol.predicate_sql import sql_literal
-from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier, quote_string
+from lakequery.protocol.sql_spelling import (
+    DOUBLE_DIGITS,
+    duckdb_type,
+    json_decimals_exact,
+    quote_identifier,
+    quote_string,
+)
 
 BOUNDED = frozenset({"int", "float", "decimal", "string", "date", "timestamp", "timestamp_tz"})
 """Type categories for which Delta writers collect min/max statistics."""
@@ -186,9 +199,16 @@ class StatsSources:
             The SQL, or ``None`` when no source can hold the statistic.
         """
         json_type = _json_type(t)
-        raw = self._json(names, json_type)
+        rounded = (
+            category(t) == "decimal"
+            and int(getattr(t, "precision", 0)) > DOUBLE_DIGITS
+            and not json_decimals_exact()
+        )
+        raw = self._json(names, json_type) if not rounded else None
         from_json = None
-        if raw is not None:
+        if rounded and self.use_json:
+            from_json = f"CAST(NULL AS {json_type})"  # unknown (see the module docstring)
+        elif raw is not None:
             from_json = _text_to_domain(raw, t, names[0]) if json_type == "VARCHAR" else raw
         parsed = self._parsed(names, alias)
         from_parsed = _typed_to_domain(parsed[0], parsed[1], t) if parsed else None

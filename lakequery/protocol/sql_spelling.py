@@ -1,6 +1,7 @@
 """How DuckDB SQL spells primitive Arrow types, identifiers and strings: shared by the
 predicate renderer (:mod:`lakequery.protocol.predicate_sql`) and the engines'
-:mod:`lakequery.engines.sql_types`, and free of the predicate language."""
+:mod:`lakequery.engines.sql_types`, and free of the predicate language. Also which JSON
+numbers DuckDB's ``from_json`` reads exactly (:func:`json_decimals_exact`)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def quote_string(value: str) -> str:
     """A SQL string literal; NUL characters are spliced in with ``chr(0)``."""
     parts = ["'" + part.replace("'", "''") + "'" for part in value.split("\x00")]
     return parts[0] if len(parts) == 1 else "(" + " || chr(0) || ".join(parts) + ")"
+
+
+#: Significant digits a double keeps through a round trip from decimal text.
+DOUBLE_DIGITS = 15
+
+
+def json_decimals_exact() -> bool:
+    """Whether DuckDB's ``from_json`` reads a JSON number into a ``DECIMAL`` exactly
+    (DuckDB 2; DuckDB 1.x goes through a double)."""
+    import duckdb
+
+    return int(duckdb.__version__.split(".", 1)[0]) >= 2

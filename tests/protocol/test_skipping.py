@@ -12,6 +12,7 @@ import pytest
 
 from lakequery.protocol.predicates import Compare, Expr, Literal, bind, parse_predicate
 from lakequery.protocol.skipping import SkipColumn, prune_mask, skip_columns
+from lakequery.protocol.sql_spelling import json_decimals_exact
 
 SCHEMA = pa.schema(
     [
@@ -257,8 +258,12 @@ def test_dates_and_exact_decimals() -> None:
     # 17 significant digits of a double could not tell these apart
     assert mask(files, f"dec = {big}") == [True]
     assert mask(files, f"dec > {big[:-1]}7") == [True]
-    assert mask(files, f"dec > {big}") == [False]
-    assert mask(files, f"dec < {big}") == [False]
+    # DuckDB 1.x parses JSON numbers as doubles: such bounds are unknown there, never
+    # rounded into skipping the file that holds the value
+    exact = json_decimals_exact()
+    assert mask(files, f"dec > {big}") == [not exact]
+    assert mask(files, f"dec < {big}") == [not exact]
+    assert mask(files, f"dec <> {big}") == [not exact]
 
 
 def test_null_counts_with_loose_bounds() -> None:
