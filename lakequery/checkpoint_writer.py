@@ -40,9 +40,10 @@ import pyarrow.parquet as pq
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array, empty_table, python_array
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
+from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import VersionNotFoundError
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
-from lakequery.log_segment import TableState, internal_connection, load_state, partition_specs
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
+from lakequery.log_segment import TableState, load_state, partition_specs
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.last_checkpoint import checkpoint_checksum
 from lakequery.protocol.partitions import partition_struct
@@ -652,9 +653,10 @@ def write_checkpoint(
         >>> info.version, info.num_add_files, info.path.endswith(".checkpoint.parquet")
         (2, 4, True)
     """
-    con = internal_connection()
+    state = load_state(storage, version, with_files=False)
+    segment = state.segment
+    con = private_cursor(fixed_joins=not small_segment(segment.checkpoint, segment.commits))
     try:
-        state = load_state(storage, version, con, with_files=False)
         v = state.version
         if not storage.exists(storage.join("_delta_log", f"{v:020d}.json")):
             raise VersionNotFoundError(
@@ -667,7 +669,6 @@ def write_checkpoint(
             - TableProperties(state.metadata.configuration).deleted_file_retention_ms
         )
         reader = LogReader(storage, con)
-        segment = state.segment
         # an existing classic checkpoint of this version that loaded: kept, not rewritten
         kept = segment.checkpoint
         if kept is not None and (kept.version != v or kept.format != "classic"):

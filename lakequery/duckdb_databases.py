@@ -10,8 +10,9 @@ first use:
   (``preserve_insertion_order``), and join sides are never swapped (replay of a large log
   joins a small table of winners with a large stream of parsed actions; DuckDB's
   cardinality estimate for JSON scans is poor and it would otherwise hash the stream).
-  Work that joins only what DuckDB knows the size of (the replay of a small log segment,
-  file skipping) runs on a cursor of the engine database instead, with insertion order
+  Work that joins only what DuckDB knows the size of (the replay of a small log segment
+  for a snapshot, a checkpoint or VACUUM; file skipping) runs on a cursor of the engine
+  database instead, with insertion order
   off for that cursor alone (``private_cursor(fixed_joins=False)``): a process that reads
   small tables opens one database;
 * the *engine* database holds the relations lakequery hands out when the caller gives no

@@ -107,8 +107,9 @@ print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
 def test_small_logs_are_replayed_without_a_second_database(tmp_path: Path) -> None:
     """Replaying a small log segment and skipping files need no join sides kept as
     written: a process that reads such a table through DuckDB, with deletion vectors and
-    a filter, and reads it again after a commit, opens the engine database alone. A log
-    above ``SMALL_LOG_BYTES`` is replayed on the private database, with the same result."""
+    a filter, reads it again after a commit, checkpoints it and lists what VACUUM would
+    delete, opens the engine database alone. A log above ``SMALL_LOG_BYTES`` is replayed
+    on the private database, with the same result."""
     uri = _table(tmp_path / "t")
     code = f"""
 import json
@@ -126,6 +127,8 @@ opened_first = sorted(duckdb_databases._DATABASES)
 lq.write({uri!r}, pa.table({{"id": pa.array([1000], pa.int64())}}), mode="append")
 duckdb_databases._close()
 second = read(t)  # the process's cached state brought up to date
+t.checkpoint()  # replays the segment again
+t.vacuum(retention_hours=0, enforce_retention=False)  # a dry run: tombstones replayed
 opened_second = sorted(duckdb_databases._DATABASES)
 duckdb_databases._close()
 log_reader.SMALL_LOG_BYTES = 0

@@ -95,14 +95,15 @@ def _present_dvs(column: Any) -> list[Any]:
 
 
 def _tombstones(storage: Storage, state: TableState, cutoff_ms: int) -> pa.Table:
-    from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader
-    from lakequery.log_segment import internal_connection
+    from lakequery.duckdb_databases import private_cursor
+    from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
     from lakequery.protocol.replay import replay_tombstones
 
-    con = internal_connection()
+    segment = state.segment
+    con = private_cursor(fixed_joins=not small_segment(segment.checkpoint, segment.commits))
     reader = LogReader(storage, con)
     try:
-        reader.load(state.segment.checkpoint, state.segment.commits)
+        reader.load(segment.checkpoint, segment.commits)
         return replay_tombstones(
             con,
             commit_keys=COMMIT_KEYS,
@@ -129,7 +130,7 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
     recent = [c for c, t in zip(commits, times, strict=True) if t > cutoff_ms]
     if not recent:
         return []
-    con = private_cursor()
+    con = private_cursor(fixed_joins=False)  # one scan, no join
     storage.register_duckdb(con)
     files = ", ".join("'" + storage.duckdb_path(c.path).replace("'", "''") + "'" for c in recent)
     try:
