@@ -40,9 +40,8 @@ import pyarrow.parquet as pq
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array, empty_table, python_array
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
-from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import VersionNotFoundError
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
 from lakequery.log_segment import TableState, load_state, partition_specs
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.last_checkpoint import checkpoint_checksum
@@ -655,7 +654,7 @@ def write_checkpoint(
     """
     state = load_state(storage, version, with_files=False)
     segment = state.segment
-    con = private_cursor(fixed_joins=not small_segment(segment.checkpoint, segment.commits))
+    con = replay_cursor(segment.checkpoint, segment.commits)
     try:
         v = state.version
         if not storage.exists(storage.join("_delta_log", f"{v:020d}.json")):

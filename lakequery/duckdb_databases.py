@@ -12,9 +12,9 @@ first use:
   cardinality estimate for JSON scans is poor and it would otherwise hash the stream).
   Work that joins only what DuckDB knows the size of (the replay of a small log segment
   for a snapshot, a checkpoint or VACUUM; file skipping) runs on a cursor of the engine
-  database instead, with insertion order
-  off for that cursor alone (``private_cursor(fixed_joins=False)``): a process that reads
-  small tables opens one database;
+  database instead, with insertion order off for that cursor alone
+  (``private_cursor(fixed_joins=False)``): a process that reads small tables opens one
+  database;
 * the *engine* database holds the relations lakequery hands out when the caller gives no
   connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``; ``lakequery.sql``
   opens a database of its own, since its views are views of the whole database) and its
@@ -77,7 +77,7 @@ def private_cursor(*, fixed_joins: bool = True) -> duckdb.DuckDBPyConnection:
     guesses badly. Without, a cursor of the engine database with insertion order off for
     itself, for work that joins only what DuckDB knows the size of (tables, Arrow data,
     Parquet): the replay of a small log segment (see
-    :func:`lakequery.log_reader.small_segment`) and file skipping. A process that reads
+    :func:`lakequery.log_reader.replay_cursor`) and file skipping. A process that reads
     small tables through DuckDB then opens one database, not two (~10 ms to open one,
     ~3 ms to close it at exit)."""
     if not fixed_joins:

@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
@@ -44,17 +45,24 @@ _ACTION_PATH = "coalesce(add.path, remove.path)"
 _ACTION_DV = "coalesce(add.deletionVector, remove.deletionVector)"
 
 
-def small_segment(checkpoint: Checkpoint | None, commits: Sequence[LogFile]) -> bool:
-    """Whether replay of this segment joins no stream of JSON lines: commits of at most
-    :data:`SMALL_LOG_BYTES` in all, which :meth:`LogReader.load` parses into a temporary
-    table, and no checkpoint or a single-file one of at most that size (a table, or a
-    view of Parquet files, whose row counts DuckDB takes from their footers). See
-    :func:`lakequery.duckdb_databases.private_cursor`."""
-    if sum(c.size for c in commits) > SMALL_LOG_BYTES:
-        return False
-    return checkpoint is None or (
-        len(checkpoint.files) == 1 and checkpoint.files[0].size <= SMALL_LOG_BYTES
+def _small(files: Sequence[LogFile]) -> bool:
+    return sum(f.size for f in files) <= SMALL_LOG_BYTES
+
+
+def replay_cursor(
+    checkpoint: Checkpoint | None, commits: Sequence[LogFile]
+) -> duckdb.DuckDBPyConnection:
+    """A fresh cursor to replay this segment on
+    (:func:`lakequery.duckdb_databases.private_cursor`). Its joins keep their sides as
+    written unless the segment is small, so that replay joins no stream of JSON lines:
+    commits of at most :data:`SMALL_LOG_BYTES` in all, which :meth:`LogReader.load` parses
+    into a temporary table, and no checkpoint or a single-file one of at most that size
+    (a table, or a view of Parquet files, whose row counts DuckDB takes from their
+    footers)."""
+    small = _small(commits) and (
+        checkpoint is None or (len(checkpoint.files) == 1 and _small(checkpoint.files))
     )
+    return private_cursor(fixed_joins=not small)
 
 
 def _q(name: str) -> str:
@@ -130,7 +138,7 @@ class LogReader:
             raise CorruptLogError(self.storage.join("_delta_log"), "no log files to read")
         self._created = {}
         paths = [c.path for c in commits]
-        small_commits = bool(commits) and sum(c.size for c in commits) <= SMALL_LOG_BYTES
+        small_commits = bool(commits) and _small(commits)
         if small_commits:
             try:
                 self._create("TABLE", COMMITS, self._keyed(self._json_sql(paths, raw=True)))
@@ -167,11 +175,7 @@ class LogReader:
                     self._create("VIEW", CHECKPOINT, self._keyed(self._empty_sql_where_false()))
             else:
                 parts = self._checkpoint_sql(checkpoint)
-                small = (
-                    file_actions
-                    and len(parts) == 1
-                    and sum(f.size for f in checkpoint.files) <= SMALL_LOG_BYTES
-                )
+                small = file_actions and len(parts) == 1 and _small(checkpoint.files)
                 if small:  # reading it all is the readability check
                     self._create("TABLE", CHECKPOINT, self._keyed(parts[0]))
                 else:

@@ -24,7 +24,7 @@ from lakequery.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
 from lakequery.metadata import Metadata
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.features import Protocol, check_readable
@@ -120,9 +120,7 @@ def load_state(
     listed_from_start = False
     while True:
         segment = select_segment(listing, version, uri=storage.root)
-        cur = con or private_cursor(
-            fixed_joins=not small_segment(segment.checkpoint, segment.commits)
-        )
+        cur = con or replay_cursor(segment.checkpoint, segment.commits)
         reader = LogReader(storage, cur)
         try:
             reader.load(segment.checkpoint, segment.commits, file_actions=with_files)

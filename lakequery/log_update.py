@@ -33,9 +33,8 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array
-from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import CorruptLogError
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
 from lakequery.log_segment import (
     TableState,
     _unexpired_txns,
@@ -133,7 +132,7 @@ def update_state(
     newer_checkpoint = target.checkpoint is not None and target.checkpoint != segment.checkpoint
     if not contiguous or (newer_checkpoint and len(new) > INCREMENTAL_MAX_COMMITS):
         return load_state(storage, None, con, listing=merged)
-    cur = con or private_cursor(fixed_joins=not small_segment(None, new))
+    cur = con or replay_cursor(None, new)
     reader = LogReader(storage, cur)
     try:
         reader.load(None, new)

@@ -95,12 +95,11 @@ def _present_dvs(column: Any) -> list[Any]:
 
 
 def _tombstones(storage: Storage, state: TableState, cutoff_ms: int) -> pa.Table:
-    from lakequery.duckdb_databases import private_cursor
-    from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, small_segment
+    from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
     from lakequery.protocol.replay import replay_tombstones
 
     segment = state.segment
-    con = private_cursor(fixed_joins=not small_segment(segment.checkpoint, segment.commits))
+    con = replay_cursor(segment.checkpoint, segment.commits)
     reader = LogReader(storage, con)
     try:
         reader.load(segment.checkpoint, segment.commits)
