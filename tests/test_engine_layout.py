@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pytest
 from tablekit import TableKit
@@ -17,7 +18,7 @@ from tablekit import TableKit
 import lakequery as lq
 from lakequery.engines.duckdb import _schema_representatives
 from lakequery.engines.layout import hive_layout
-from lakequery.engines.sql_types import glob_list_literal, glob_literal, quote_str
+from lakequery.engines.sql_types import glob_list_sql, glob_literal
 
 SCHEMA = pa.schema(
     [
@@ -124,9 +125,18 @@ def test_schema_representatives_one_footer_per_fingerprint(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     "paths",
-    [[], ["/t/a.parquet"], ["/t/it's[1].parquet", "/t/x*?y", "/t/a b"], ["/t/nul\x00z", "/t/c"]],
+    [
+        [],
+        ["/t/a.parquet"],
+        ["/t/it's[1].parquet", "/t/x*?y", "/t/a b", "/t/back\\slash", "/t/e\u00e9"],
+        ["/t/new\nline", "/t/c"],
+    ],
 )
 def test_a_list_of_paths_is_spelled_as_each_path_would_be(paths: list[str]) -> None:
-    assert (
-        glob_list_literal(paths) == "[" + ", ".join(quote_str(glob_literal(p)) for p in paths) + "]"
-    )
+    """DuckDB reads the spelled list as the paths escaped one by one, in order, whether
+    the list is one split literal or (a path holding the separator) one literal each."""
+    sql = glob_list_sql(paths)
+    assert sql.startswith("[") == (not paths or any("\n" in p for p in paths))
+    got = duckdb.connect().execute(f"SELECT CAST({sql} AS VARCHAR[])").fetchone()
+    assert got is not None
+    assert got[0] == [glob_literal(p) for p in paths]

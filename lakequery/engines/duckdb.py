@@ -45,7 +45,7 @@ from lakequery.engines.layout import (
 from lakequery.engines.nested import duckdb_relabel, has_struct
 from lakequery.engines.sql_types import (
     duckdb_type,
-    glob_list_literal,
+    glob_list_sql,
     glob_literal,
     literal,
     quote_ident,
@@ -135,7 +135,7 @@ def _schema_fingerprints(
     try:
         rows = con.sql(
             f"SELECT {_file_key_sql('file_name')}, {fingerprint} "
-            f"FROM parquet_schema({glob_list_literal(paths)}) GROUP BY file_name"
+            f"FROM parquet_schema({glob_list_sql(paths)}) GROUP BY file_name"
         ).fetchall()
     except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
@@ -449,7 +449,7 @@ class _Builder:
         return not any(s.partition and s.name in stored for s in self.specs)
 
     def files_sql(self, locations: list[str]) -> str:
-        return glob_list_literal([self.storage.duckdb_path(p) for p in locations])
+        return glob_list_sql([self.storage.duckdb_path(p) for p in locations])
 
     def _register(self, prefix: str, table: pa.Table | dict[str, np.ndarray]) -> str:
         name = f"_lq_{prefix}_{uuid.uuid4().hex}"

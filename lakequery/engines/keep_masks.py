@@ -51,7 +51,7 @@ import numpy.typing as npt
 from lakequery import arrow_kernels as pc
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
-from lakequery.engines.sql_types import glob_list_literal
+from lakequery.engines.sql_types import glob_list_sql
 
 if TYPE_CHECKING:
     import duckdb
@@ -128,7 +128,7 @@ def footer_rows(
     may respell it."""
     todo = [f for f in dict.fromkeys(files) if f not in _FOOTER_ROWS]
     if todo:
-        paths = glob_list_literal([p for p, _, _ in todo])
+        paths = glob_list_sql([p for p, _, _ in todo])
         got = {
             key(str(name)): int(n)
             for name, n in con.execute(

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from lakequery.duckdb_databases import private_cursor
-from lakequery.engines.sql_types import glob_list_literal
+from lakequery.engines.sql_types import glob_list_sql
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
 from lakequery.protocol.schema import (
@@ -122,7 +122,7 @@ def _inspect(
     cur = con if con is not None else private_cursor()
     storage.register_duckdb(cur)
     by_path = {storage.duckdb_path(p): p for p in locations}
-    files = glob_list_literal(list(by_path))
+    files = glob_list_sql(list(by_path))
     try:
         rows = cur.sql(
             "SELECT file_name, bool_or(duckdb_type = 'VARIANT'), bool_or(name = 'typed_value') "
