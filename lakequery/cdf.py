@@ -82,6 +82,7 @@ from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import key_sql
+from lakequery.protocol.sql_spelling import string_list
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
@@ -281,7 +282,7 @@ def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: lis
     """Parses the range's commits into the temp table ``_lq_cdf_actions`` (one row per line:
     version, add, remove, cdc structs and raw metaData/protocol JSON)."""
     storage.register_duckdb(con)
-    paths = "[" + ", ".join(_lit(storage.duckdb_path(c.path)) for c in commits) + "]"
+    paths = string_list([storage.duckdb_path(c.path) for c in commits])
     sql = (
         f"CREATE OR REPLACE TEMP TABLE {_ACTIONS} AS "
         "SELECT CAST(left(right(filename, 25), 20) AS BIGINT) AS version, add, remove, cdc, "

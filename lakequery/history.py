@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery.duckdb_databases import private_cursor
-from lakequery.engines.sql_types import quote_str
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.log_files import LogFile
 from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.sql_spelling import string_list
 from lakequery.storage import Storage
 
 
@@ -115,7 +115,7 @@ def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, di
     paths = [storage.join("_delta_log", f"{v:020d}.json") for v in versions]
     con = private_cursor()
     storage.register_duckdb(con)
-    files = "[" + ", ".join(quote_str(storage.duckdb_path(p)) for p in paths) + "]"
+    files = string_list([storage.duckdb_path(p) for p in paths])
     try:
         rows = con.sql(
             "SELECT CAST(left(right(filename, 25), 20) AS BIGINT), "

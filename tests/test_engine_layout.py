@@ -130,13 +130,15 @@ def test_schema_representatives_one_footer_per_fingerprint(tmp_path: Path) -> No
         ["/t/a.parquet"],
         ["/t/it's[1].parquet", "/t/x*?y", "/t/a b", "/t/back\\slash", "/t/e\u00e9"],
         ["/t/new\nline", "/t/c"],
+        ["/t/nul\x00z", "/t/c"],
     ],
 )
 def test_a_list_of_paths_is_spelled_as_each_path_would_be(paths: list[str]) -> None:
     """DuckDB reads the spelled list as the paths escaped one by one, in order, whether
-    the list is one split literal or (a path holding the separator) one literal each."""
+    the list is one split literal or (a path holding a newline or a NUL) one literal
+    each."""
     sql = glob_list_sql(paths)
-    assert sql.startswith("[") == (not paths or any("\n" in p for p in paths))
+    assert sql.startswith("[") == (not paths or any("\n" in p or "\x00" in p for p in paths))
     got = duckdb.connect().execute(f"SELECT CAST({sql} AS VARCHAR[])").fetchone()
     assert got is not None
     assert got[0] == [glob_literal(p) for p in paths]

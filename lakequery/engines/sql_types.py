@@ -16,6 +16,7 @@ import pyarrow as pa
 from lakequery.protocol.sql_spelling import duckdb_type as _primitive_type
 from lakequery.protocol.sql_spelling import quote_identifier as quote_ident
 from lakequery.protocol.sql_spelling import quote_string as quote_str
+from lakequery.protocol.sql_spelling import string_list
 
 __all__ = [
     "duckdb_type",
@@ -56,28 +57,17 @@ def glob_literal(path: str) -> str:
 
 
 def glob_list_sql(paths: Sequence[str]) -> str:
-    """A DuckDB ``VARCHAR[]`` expression of the paths, each escaped as by
-    :func:`glob_literal`, for ``read_parquet`` and the other functions over file lists.
-
-    The paths are one string literal split at newlines, not a list of literals: DuckDB
-    parses, copies and binds one constant instead of one per file (a ``read_parquet`` of
-    1,000 files bound and ran in ~2/3 of the time on DuckDB 1.5 and 2.0; a query binds
-    it again each time it runs), and the escaping and quoting run once over the joined
-    text (spelled path by path they took ~4 µs per file in Python). A path holding a
-    newline is spelled as a list of one literal per path.
+    """A DuckDB ``VARCHAR[]`` expression of the paths (:func:`string_list`), each escaped
+    as by :func:`glob_literal`.
 
     Example:
         >>> glob_list_sql(["/t/a.parquet", "/t/it's[1].parquet"])
         "string_split('/t/a.parquet\\n/t/it''s[[]1].parquet', chr(10))"
     """
-    if not paths:
-        return "[]"
-    joined = "\n".join(paths)
-    if joined.count("\n") != len(paths) - 1:  # a newline inside a path
-        return "[" + ", ".join(quote_str(glob_literal(p)) for p in paths) + "]"
-    if "*" in joined or "?" in joined or "[" in joined:
-        joined = joined.translate(_GLOB_ESCAPES)
-    return "string_split('" + joined.replace("'", "''") + "', chr(10))"
+    joined = "".join(paths)
+    if "*" in joined or "?" in joined or "[" in joined:  # rare: escaped path by path
+        return string_list([glob_literal(p) for p in paths])
+    return string_list(paths)
 
 
 _GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})

@@ -5,6 +5,8 @@ numbers DuckDB's ``from_json`` reads exactly (:func:`json_decimals_exact`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 import pyarrow.types as pat
 
@@ -70,6 +72,28 @@ def quote_string(value: str) -> str:
     """A SQL string literal; NUL characters are spliced in with ``chr(0)``."""
     parts = ["'" + part.replace("'", "''") + "'" for part in value.split("\x00")]
     return parts[0] if len(parts) == 1 else "(" + " || chr(0) || ".join(parts) + ")"
+
+
+def string_list(values: Sequence[str]) -> str:
+    """A DuckDB ``VARCHAR[]`` expression of ``values`` (file lists of ``read_parquet``,
+    ``read_ndjson_objects`` and the like).
+
+    The values are one string literal split at newlines, not a list of literals: DuckDB
+    parses, copies and binds one constant instead of one per value (a ``read_parquet`` of
+    10,000 files bound ~0.15 s faster, and every query over it binds it again), and the
+    quoting runs once over the joined text. Values holding a newline or a NUL are spelled
+    as a list of one literal each.
+
+    Example:
+        >>> string_list(["/t/a.json", "/t/it's.json"])
+        "string_split('/t/a.json\\n/t/it''s.json', chr(10))"
+    """
+    if not values:
+        return "[]"
+    joined = "\n".join(values)
+    if joined.count("\n") != len(values) - 1 or "\x00" in joined:
+        return "[" + ", ".join(quote_string(v) for v in values) + "]"
+    return "string_split('" + joined.replace("'", "''") + "', chr(10))"
 
 
 #: Significant digits a double keeps through a round trip from decimal text.
