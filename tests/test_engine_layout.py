@@ -19,6 +19,7 @@ import lakequery as lq
 from lakequery.engines.duckdb import _schema_representatives
 from lakequery.engines.layout import hive_layout
 from lakequery.engines.sql_types import glob_list_sql, glob_literal
+from lakequery.protocol.sql_spelling import SPLIT_LIST_MIN
 
 SCHEMA = pa.schema(
     [
@@ -123,22 +124,27 @@ def test_schema_representatives_one_footer_per_fingerprint(tmp_path: Path) -> No
     assert sorted(scan.to_duckdb().arrow().read_all().column("id").to_pylist()) == [1] * 6
 
 
+_ODD = ["/t/it's[1].parquet", "/t/x*?y", "/t/a b", "/t/back\\slash", "/t/e\u00e9"]
+
+
 @pytest.mark.parametrize(
     "paths",
     [
         [],
         ["/t/a.parquet"],
-        ["/t/it's[1].parquet", "/t/x*?y", "/t/a b", "/t/back\\slash", "/t/e\u00e9"],
-        ["/t/new\nline", "/t/c"],
-        ["/t/nul\x00z", "/t/c"],
+        _ODD,
+        _ODD * 2,  # from SPLIT_LIST_MIN paths on: one literal split at newlines
+        ["/t/new\nline", "/t/c"] * 5,
+        ["/t/nul\x00z", "/t/c"] * 5,
     ],
 )
 def test_a_list_of_paths_is_spelled_as_each_path_would_be(paths: list[str]) -> None:
     """DuckDB reads the spelled list as the paths escaped one by one, in order, whether
-    the list is one split literal or (a path holding a newline or a NUL) one literal
-    each."""
+    the list is one split literal or (few paths, or a path holding a newline or a NUL)
+    one literal each."""
     sql = glob_list_sql(paths)
-    assert sql.startswith("[") == (not paths or any("\n" in p or "\x00" in p for p in paths))
+    split = len(paths) >= SPLIT_LIST_MIN and not any("\n" in p or "\x00" in p for p in paths)
+    assert sql.startswith("string_split(") == split
     got = duckdb.connect().execute(f"SELECT CAST({sql} AS VARCHAR[])").fetchone()
     assert got is not None
     assert got[0] == [glob_literal(p) for p in paths]

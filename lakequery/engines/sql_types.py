@@ -62,7 +62,7 @@ def glob_list_sql(paths: Sequence[str]) -> str:
 
     Example:
         >>> glob_list_sql(["/t/a.parquet", "/t/it's[1].parquet"])
-        "string_split('/t/a.parquet\\n/t/it''s[[]1].parquet', chr(10))"
+        "['/t/a.parquet', '/t/it''s[[]1].parquet']"
     """
     joined = "".join(paths)
     if "*" in joined or "?" in joined or "[" in joined:  # rare: escaped path by path
