@@ -16,8 +16,8 @@ first use:
   (``private_cursor(fixed_joins=False)``): a process that reads small tables opens one
   database;
 * the *engine* database holds the relations lakequery hands out when the caller gives no
-  connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``; ``lakequery.sql``
-  opens a database of its own, since its views are views of the whole database) and its
+  connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``, ``lakequery.sql``,
+  whose tables are registered on its own cursor, so no other cursor sees them) and its
   own work that needs DuckDB's defaults (row order kept: constraint checks align results
   with rows). Its settings are DuckDB's defaults plus the Parquet metadata cache: Delta
   data files never change in place, so footers read while planning are not read again by

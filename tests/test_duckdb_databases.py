@@ -72,9 +72,9 @@ print(json.dumps(dict(parent=parent, pooled=pooled, status=status,
 
 
 def test_relations_without_a_connection_share_one_database(tmp_path: Path) -> None:
-    """Reads, a change feed and a write with a constraint open two databases in all (the
-    private one and the engine's), not one per relation. ``lq.sql`` without a connection
-    opens one of its own: its views are views of the whole database."""
+    """Reads, a change feed, a write with a constraint and ``lq.sql`` without a connection
+    open two databases in all (the private one and the engine's), not one per relation
+    or per query."""
     uri = _table(tmp_path / "t")
     lq.DeltaTable(uri).alter.set_properties({"delta.enableChangeDataFeed": "true"})
     code = f"""
@@ -101,7 +101,7 @@ print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
     got = run_python(code, tmp_path)
     assert got["counts"] == [270, 270, 270, 1, 271]
     assert got["shared"] == 2
-    assert got["opened"] == 3
+    assert got["opened"] == 2
 
 
 def test_small_logs_are_replayed_without_a_second_database(tmp_path: Path) -> None:
@@ -220,3 +220,37 @@ def test_relations_from_threads_and_in_file_order(tmp_path: Path) -> None:
     assert results == {i: 90 * (4 - i) for i in range(4)}
     ordered = snap.scan().to_duckdb().to_arrow_table().column("id").to_pylist()
     assert ordered == expected
+
+
+def test_sql_without_a_connection_keeps_each_query_s_names_to_itself(tmp_path: Path) -> None:
+    """``lq.sql`` without a connection runs on a cursor of the engine database: the same
+    name bound to different tables in a loop and in parallel threads reads each call's own
+    table, a relation returned earlier still reads its own after later calls, and no
+    view is left in the shared database for other cursors to see."""
+    uris = [_table(tmp_path / f"t{i}", files=i + 1) for i in range(3)]
+    want = [90 * (i + 1) for i in range(3)]  # 100 rows a file, ids ending in 3 deleted
+    held = [lq.sql("SELECT count(*) FROM t", t=uri) for uri in uris]
+    assert [r.fetchall()[0][0] for r in held] == want
+    results: dict[int, Any] = {}
+    errors: list[str] = []
+
+    def query(k: int) -> None:
+        try:
+            i = k % 3
+            rel = lq.sql("SELECT count(*), min(id) FROM t JOIN u USING (id)", t=uris[i], u=uris[i])
+            results[k] = rel.fetchall()[0]
+        except Exception as exc:  # collected: an assertion in a thread would be lost
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=query, args=(k,)) for k in range(9)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert results == {k: (want[k % 3], 0) for k in range(9)}
+    assert [r.fetchall()[0][0] for r in held] == want
+    from lakequery.duckdb_databases import engine_cursor
+
+    views = engine_cursor().sql("SELECT view_name FROM duckdb_views() WHERE NOT internal")
+    assert views.fetchall() == []

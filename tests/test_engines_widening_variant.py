@@ -469,6 +469,9 @@ def test_duckdb_relation_over_variant_files_runs_again(
     assert [r[0] for r in con.sql("SELECT id FROM a ORDER BY id").fetchall()] == [
         r["id"] for r in rows
     ]
+    # without a connection: registered on a cursor of lakequery's engine database
+    alone = lq.sql("SELECT count(*), count(v) FROM a", a=snap).fetchall()
+    assert alone == [(len(rows), sum(r["v"] is not None for r in rows))]
 
 
 def test_scan_without_variant_columns_in_every_engine(
