@@ -49,6 +49,7 @@ from pyroaring import BitMap64
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values, python_array
+from lakequery.duckdb_databases import private_cursor
 from lakequery.dv import z85
 from lakequery.dv.bitmap import serialize
 from lakequery.dv.descriptor import Descriptor
@@ -63,10 +64,10 @@ from lakequery.errors import (
     VersionNotFoundError,
 )
 from lakequery.history import commit_timestamps
+from lakequery.log_reader import replay_cursor
 from lakequery.log_segment import (
     TableState,
     check_files,
-    internal_connection,
     list_log,
     load_state,
     partition_specs,
@@ -547,7 +548,7 @@ def _layers(tasks: pa.Table) -> list[pa.Table]:
         return []
     if pc.count_distinct(tasks.column("path")).as_py() == tasks.num_rows:
         return [tasks]  # the common case: every file once
-    con = internal_connection()
+    con = private_cursor(fixed_joins=False)  # a window over Arrow data, no join
     try:
         con.register("_lq_cdf_tasks", tasks)
         ranked = _table(
@@ -750,7 +751,7 @@ def changes(
     rng = _resolve_range(dt, starting_version, ending_version, starting_timestamp, ending_timestamp)
     storage = dt.storage
     start_state = load_state(storage, rng.start, with_files=False)
-    con = internal_connection()
+    con = replay_cursor(None, rng.commits)  # the commits become a table: see replay_cursor
     try:
         _load_actions(con, storage, rng.commits)
         meta_changes = _metadata_changes(con)

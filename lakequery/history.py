@@ -113,7 +113,7 @@ def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, di
     if not versions:
         return {}
     paths = [storage.join("_delta_log", f"{v:020d}.json") for v in versions]
-    con = private_cursor()
+    con = private_cursor(fixed_joins=False)  # a filter over the lines, no join
     storage.register_duckdb(con)
     files = string_list([storage.duckdb_path(p) for p in paths])
     try:

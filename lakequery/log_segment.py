@@ -16,7 +16,6 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from lakequery.duckdb_databases import private_cursor
 from lakequery.dv.descriptor import check_descriptors
 from lakequery.errors import (
     CorruptLogError,
@@ -58,11 +57,6 @@ class TableState:
     #: incremental update filters with the metadata and the clock of the new version, as
     #: a fresh replay would (None for synthetic states: then ``txns``).
     raw_txns: Mapping[str, Mapping[str, Any]] | None = None
-
-
-def internal_connection() -> duckdb.DuckDBPyConnection:
-    """A private DuckDB cursor for log work."""
-    return private_cursor()
 
 
 def log_dir(storage: Storage) -> str:
@@ -265,9 +259,9 @@ def _unexpired_txns(
 def load_tombstones(storage: Storage, state: TableState) -> pa.Table:
     """The unexpired ``remove`` actions of a loaded state (read again from its segment:
     only VACUUM-like work needs them, so snapshots do not keep them)."""
-    con = internal_connection()
-    reader = LogReader(storage, con)
     segment = state.segment
+    con = replay_cursor(segment.checkpoint, segment.commits)
+    reader = LogReader(storage, con)
     cutoff = (
         int(time.time() * 1000)
         - TableProperties(state.metadata.configuration).deleted_file_retention_ms

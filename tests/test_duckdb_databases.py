@@ -73,8 +73,8 @@ print(json.dumps(dict(parent=parent, pooled=pooled, status=status,
 
 def test_relations_without_a_connection_share_one_database(tmp_path: Path) -> None:
     """Reads, a change feed, a write with a constraint and ``lq.sql`` without a connection
-    open two databases in all (the private one and the engine's), not one per relation
-    or per query."""
+    open one database in all (the engine's: the log is small, so not even the private
+    one), not one per relation or per query."""
     uri = _table(tmp_path / "t")
     lq.DeltaTable(uri).alter.set_properties({"delta.enableChangeDataFeed": "true"})
     code = f"""
@@ -100,16 +100,18 @@ print(json.dumps(dict(counts=counts, shared=shared, opened=len(opened))))
 """
     got = run_python(code, tmp_path)
     assert got["counts"] == [270, 270, 270, 1, 271]
-    assert got["shared"] == 2
-    assert got["opened"] == 2
+    assert got["shared"] == 1
+    assert got["opened"] == 1
 
 
 def test_small_logs_are_replayed_without_a_second_database(tmp_path: Path) -> None:
     """Replaying a small log segment and skipping files need no join sides kept as
-    written: a process that reads such a table through DuckDB, with deletion vectors and
-    a filter, reads it again after a commit, checkpoints it and lists what VACUUM would
-    delete, opens the engine database alone. A log above ``SMALL_LOG_BYTES`` is replayed
-    on the private database, with the same result."""
+    written, and DML, the change feed, the stream consumer and history join nothing
+    DuckDB cannot size: a process that reads such a table through DuckDB, with deletion
+    vectors and a filter, reads it again after a commit, checkpoints it, lists what VACUUM
+    would delete, then runs DELETE, UPDATE and MERGE, reads the change feed and a stream
+    and lists the history, opens the engine database alone. A log above
+    ``SMALL_LOG_BYTES`` is replayed on the private database, with the same result."""
     uri = _table(tmp_path / "t")
     code = f"""
 import json
@@ -130,18 +132,39 @@ second = read(t)  # the process's cached state brought up to date
 t.checkpoint()  # replays the segment again
 t.vacuum(retention_hours=0, enforce_retention=False)  # a dry run: tombstones replayed
 opened_second = sorted(duckdb_databases._DATABASES)
+v2 = t.snapshot().version
+duckdb_databases._close()
+t.alter.set_properties({{"delta.enableChangeDataFeed": "true"}})
+dml = [t.delete("id = 151").num_deleted_rows,
+       t.update("id = 152", set={{"id": "id + 2000"}}).num_updated_rows]
+source = pa.table({{"id": pa.array([154, 3000], pa.int64())}})
+m = (t.merge(source, on="t.id = s.id", source_alias="s", target_alias="t")
+     .when_matched_delete().when_not_matched_insert_all().execute())
+dml += [m.num_deleted_rows, m.num_inserted_rows]
+feed = t.changes(starting_version=v2 + 2).to_duckdb().aggregate("count(*)").fetchall()[0][0]
+streamed = sum(b.to_duckdb().aggregate("count(*)").fetchall()[0][0]
+               for b in t.stream(starting_version=v2, skip_change_commits=True))
+history = len(t.history().to_arrow())
+opened_dml = sorted(duckdb_databases._DATABASES)
 duckdb_databases._close()
 log_reader.SMALL_LOG_BYTES = 0
-large = read(lq.DeltaTable({uri!r}), version=t.snapshot().version)  # replayed afresh
+large = read(lq.DeltaTable({uri!r}), version=v2)  # replayed afresh
 print(json.dumps(dict(first=first, second=second, large=large, opened_first=opened_first,
-                      opened_second=opened_second,
+                      opened_second=opened_second, dml=dml, feed=feed, streamed=streamed,
+                      history=history, opened_dml=opened_dml,
                       opened_large=sorted(duckdb_databases._DATABASES))))
 """
     got = run_python(code, tmp_path)
     live = [i for i in range(150, 300) if i % 10 != 3]
     assert got["first"] == [len(live), sum(live)]
     assert got["second"] == got["large"] == [len(live) + 1, sum(live) + 1000]
-    assert got["opened_first"] == got["opened_second"] == ["engine"]
+    assert got["dml"] == [1, 1, 1, 1]
+    # the change feed from the DELETE on: one delete, an update's pre- and post-image,
+    # one merge delete, one insert
+    assert got["feed"] == 5
+    assert got["streamed"] == 1  # the append of the second read; DML commits skipped
+    assert got["history"] >= 7
+    assert got["opened_first"] == got["opened_second"] == got["opened_dml"] == ["engine"]
     assert got["opened_large"] == ["engine", "private"]
 
 

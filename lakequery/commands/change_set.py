@@ -251,9 +251,11 @@ class Statement:
         # the materialized row-id columns rewritten rows carry (row tracking), or None
         self.row_id_columns = preserves_row_ids(snapshot)
         self.plan: ScanPlan | None = None
-        # a cursor of lakequery's shared database: its temp tables and views are private,
-        # and large change tables spill to the database's temp directory
-        self.con = private_cursor()
+        # a cursor of lakequery's engine database: its temp tables and views are private,
+        # and large change tables spill to the database's temp directory. Its joins may
+        # swap sides: they join Parquet scans, Arrow data and temporary tables, whose
+        # sizes DuckDB knows (the private database's fixed sides are for JSON streams)
+        self.con = private_cursor(fixed_joins=False)
         self.con.execute("SET SESSION TimeZone = 'UTC'")
         # rows written into new data and change-data files (copy-on-write, updates, inserts)
         self.reporter = ProgressReporter(operation, 0, 0, callback=progress, unit="rows")

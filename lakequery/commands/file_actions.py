@@ -108,7 +108,7 @@ def partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
     struct: Any = files.column("partition_values").combine_chunks()
     values = pa.Table.from_struct_array(struct)
     cond = to_duckdb_sql(bind(parse_predicate(predicate), values.schema))
-    con = private_cursor()
+    con = private_cursor(fixed_joins=False)  # a filter, no join
     try:
         rel = con.from_arrow(values.append_column("__lq_rid", int64_array(np.arange(n))))
         sql = f"SELECT COALESCE({cond}, FALSE) AS m FROM __lq_values ORDER BY __lq_rid"

@@ -139,7 +139,7 @@ def _unreferenced_sidecars(
     old = [i for i in infos if i.name.endswith(".parquet") and i.modified_ms < now - _DAY_MS]
     if not old:
         return []
-    con = private_cursor()
+    con = private_cursor(fixed_joins=False)  # reads checkpoints' sidecar columns, no join
     try:
         reader = LogReader(storage, con)
         referenced: set[str] = set()

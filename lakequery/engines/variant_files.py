@@ -119,7 +119,7 @@ def _inspect(
     if not locations:
         return VariantFiles(False, ())
     storage = scan.snapshot.storage
-    cur = con if con is not None else private_cursor()
+    cur = con if con is not None else private_cursor(fixed_joins=False)  # no join
     storage.register_duckdb(cur)
     by_path = {storage.duckdb_path(p): p for p in locations}
     files = glob_list_sql(list(by_path))

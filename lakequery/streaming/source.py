@@ -37,7 +37,8 @@ from lakequery import cdf
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
 from lakequery.errors import StreamError
-from lakequery.log_segment import internal_connection, list_log, load_state
+from lakequery.log_reader import replay_cursor
+from lakequery.log_segment import list_log, load_state
 from lakequery.metadata import Metadata
 from lakequery.protocol.change_feed import non_additive_change
 from lakequery.protocol.features import Protocol, check_readable
@@ -84,7 +85,7 @@ def _read_commits(dt: DeltaTable, listing: Listing, first: int, last: int) -> _C
     versions = [c.version for c in commits]
     if versions != list(range(first, first + len(versions))):
         raise StreamError(dt.uri, "a commit is missing from the log", version=first)
-    con = internal_connection()
+    con = replay_cursor(None, commits)  # the commits become a table: see replay_cursor
     try:
         cdf._load_actions(con, dt.storage, commits)
         table = cdf._ACTIONS
