@@ -5,16 +5,17 @@ open one costs microseconds, and the temporary tables, views and registered obje
 cursor stay private to it. So lakequery opens at most two databases per process, each on
 first use:
 
-* the *private* database runs lakequery's own work (log replay, DML) with two global
-  settings that suit it and would not suit a user's query: rows may come back in any order
-  (``preserve_insertion_order``), and join sides are never swapped (replay of a large log
-  joins a small table of winners with a large stream of parsed actions; DuckDB's
-  cardinality estimate for JSON scans is poor and it would otherwise hash the stream).
-  Work that joins only what DuckDB knows the size of (the replay of a small log segment
-  for a snapshot, a checkpoint or VACUUM; file skipping) runs on a cursor of the engine
-  database instead, with insertion order off for that cursor alone
-  (``private_cursor(fixed_joins=False)``): a process that reads small tables opens one
-  database;
+* the *private* database replays large log segments (for a snapshot, a checkpoint,
+  VACUUM, the change feed or a stream) with two global settings that suit it and would
+  not suit a user's query: rows may come back in any order (``preserve_insertion_order``),
+  and join sides are never swapped (such a replay joins a small table of winners with a
+  large stream of parsed actions; DuckDB's cardinality estimate for JSON scans is poor
+  and it would otherwise hash the stream). All other internal work joins only what DuckDB
+  knows the size of (the replay of a small segment, parsed into a table; file skipping;
+  DML over Parquet scans, Arrow data and temporary tables; history) and runs on a cursor
+  of the engine database instead, with insertion order off for that cursor alone
+  (``private_cursor(fixed_joins=False)``): a process that reads and changes small tables
+  opens one database;
 * the *engine* database holds the relations lakequery hands out when the caller gives no
   connection (``Scan.to_duckdb()``, a change feed's ``to_duckdb()``, ``lakequery.sql``,
   whose tables are registered on its own cursor, so no other cursor sees them) and its
