@@ -56,7 +56,7 @@ from lakequery.protocol.schema import (
     StructField,
     StructType,
 )
-from lakequery.protocol.sql_spelling import DOUBLE_DIGITS, json_decimals_exact
+from lakequery.protocol.sql_spelling import json_decimal_exact
 from lakequery.storage import Storage
 
 __all__ = ["ROW_GROUP_ROWS", "CheckpointInfo", "checkpoint_schema", "write_checkpoint"]
@@ -230,7 +230,7 @@ def _bounds(fields: Sequence[StructField], mode: str, ref: str) -> _StatsStruct 
                 continue
             structure[name], expr, typ = child.structure, child.sql, child.arrow
         elif isinstance(t, DecimalType):
-            if t.precision > DOUBLE_DIGITS and not json_decimals_exact():
+            if not json_decimal_exact(t.precision):
                 continue  # DuckDB 1.x would round the bound through a double: left out
             structure[name] = f"DECIMAL({t.precision},{t.scale})"
             expr, typ = sub, pa.decimal128(t.precision, t.scale)

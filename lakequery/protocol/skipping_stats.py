@@ -47,9 +47,8 @@ from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import Literal
 from lakequery.protocol.predicate_sql import sql_literal
 from lakequery.protocol.sql_spelling import (
-    DOUBLE_DIGITS,
     duckdb_type,
-    json_decimals_exact,
+    json_decimal_exact,
     quote_identifier,
     quote_string,
 )
@@ -199,10 +198,8 @@ class StatsSources:
             The SQL, or ``None`` when no source can hold the statistic.
         """
         json_type = _json_type(t)
-        rounded = (
-            category(t) == "decimal"
-            and int(getattr(t, "precision", 0)) > DOUBLE_DIGITS
-            and not json_decimals_exact()
+        rounded = category(t) == "decimal" and not json_decimal_exact(
+            int(getattr(t, "precision", 0))
         )
         raw = self._json(names, json_type) if not rounded else None
         from_json = None

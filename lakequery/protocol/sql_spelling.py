@@ -1,10 +1,11 @@
 """How DuckDB SQL spells primitive Arrow types, identifiers and strings: shared by the
 predicate renderer (:mod:`lakequery.protocol.predicate_sql`) and the engines'
 :mod:`lakequery.engines.sql_types`, and free of the predicate language. Also which JSON
-numbers DuckDB's ``from_json`` reads exactly (:func:`json_decimals_exact`)."""
+numbers DuckDB's ``from_json`` reads exactly (:func:`json_decimal_exact`)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -104,9 +105,16 @@ SPLIT_LIST_MIN = 8
 DOUBLE_DIGITS = 15
 
 
+@functools.cache
 def json_decimals_exact() -> bool:
     """Whether DuckDB's ``from_json`` reads a JSON number into a ``DECIMAL`` exactly
     (DuckDB 2; DuckDB 1.x goes through a double)."""
     import duckdb
 
     return int(duckdb.__version__.split(".", 1)[0]) >= 2
+
+
+def json_decimal_exact(precision: int) -> bool:
+    """Whether a JSON decimal bound of ``precision`` digits reads exactly: always up to
+    :data:`DOUBLE_DIGITS`, beyond only where :func:`json_decimals_exact`."""
+    return precision <= DOUBLE_DIGITS or json_decimals_exact()
