@@ -256,20 +256,27 @@ def _unexpired_txns(
     }
 
 
-def load_tombstones(storage: Storage, state: TableState) -> pa.Table:
-    """The unexpired ``remove`` actions of a loaded state (read again from its segment:
-    only VACUUM-like work needs them, so snapshots do not keep them)."""
+def load_tombstones(storage: Storage, state: TableState, cutoff_ms: int | None = None) -> pa.Table:
+    """The ``remove`` actions of a loaded state deleted after ``cutoff_ms`` (default: now
+    minus the table's ``delta.deletedFileRetentionDuration``), read again from its segment:
+    only VACUUM-like work needs them, so snapshots do not keep them."""
     segment = state.segment
+    if cutoff_ms is None:
+        cutoff_ms = (
+            int(time.time() * 1000)
+            - TableProperties(state.metadata.configuration).deleted_file_retention_ms
+        )
     con = replay_cursor(segment.checkpoint, segment.commits)
     reader = LogReader(storage, con)
-    cutoff = (
-        int(time.time() * 1000)
-        - TableProperties(state.metadata.configuration).deleted_file_retention_ms
-    )
     try:
         reader.load(segment.checkpoint, segment.commits)
         return replay_tombstones(
-            con, commit_keys=COMMIT_KEYS, commits=COMMITS, checkpoint=CHECKPOINT, cutoff_ms=cutoff
+            con,
+            commit_keys=COMMIT_KEYS,
+            commits=COMMITS,
+            checkpoint=CHECKPOINT,
+            cutoff_ms=cutoff_ms,
         )
     finally:
         reader.drop()
+        con.close()

@@ -48,7 +48,7 @@ from lakequery.commands.metrics import VacuumResult
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import RetentionError, StorageError
-from lakequery.log_segment import TableState, list_log, load_state
+from lakequery.log_segment import list_log, load_state, load_tombstones
 from lakequery.protocol.features import check_table_writable
 from lakequery.protocol.properties import TableProperties
 from lakequery.storage import Storage
@@ -94,33 +94,13 @@ def _present_dvs(column: Any) -> list[Any]:
     return [dv for dv in present.to_pylist() if dv]
 
 
-def _tombstones(storage: Storage, state: TableState, cutoff_ms: int) -> pa.Table:
-    from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
-    from lakequery.protocol.replay import replay_tombstones
-
-    segment = state.segment
-    con = replay_cursor(segment.checkpoint, segment.commits)
-    reader = LogReader(storage, con)
-    try:
-        reader.load(segment.checkpoint, segment.commits)
-        return replay_tombstones(
-            con,
-            commit_keys=COMMIT_KEYS,
-            commits=COMMITS,
-            checkpoint=CHECKPOINT,
-            cutoff_ms=cutoff_ms,
-        )
-    finally:
-        reader.drop()
-        con.close()
-
-
 def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int) -> list[str]:
     """``cdc`` paths named by commits whose timestamp is inside the window."""
     from urllib.parse import unquote
 
     from lakequery.duckdb_databases import private_cursor
     from lakequery.history import commit_timestamps
+    from lakequery.protocol.sql_spelling import string_list
 
     commits = list_log(storage, 0).commits
     if not commits:
@@ -131,10 +111,10 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
         return []
     con = private_cursor(fixed_joins=False)  # one scan, no join
     storage.register_duckdb(con)
-    files = ", ".join("'" + storage.duckdb_path(c.path).replace("'", "''") + "'" for c in recent)
+    files = string_list([storage.duckdb_path(c.path) for c in recent])
     try:
         rows = con.sql(
-            f"SELECT json_extract_string(json, '$.cdc.path') FROM read_ndjson_objects([{files}]) "
+            f"SELECT json_extract_string(json, '$.cdc.path') FROM read_ndjson_objects({files}) "
             "WHERE json_exists(json, '$.cdc')"
         ).fetchall()
     finally:
@@ -190,7 +170,7 @@ def vacuum(
 
     if candidates.num_rows:
         live = state.files
-        tomb = _tombstones(storage, state, cutoff)
+        tomb = load_tombstones(storage, state, cutoff)
         keep = _dv_paths(storage, _present_dvs(live.column("deletion_vector")))
         if tomb.num_rows:  # (combine_chunks of no chunks would import pandas)
             removes: Any = tomb.column("remove").combine_chunks()
