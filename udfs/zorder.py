@@ -182,7 +182,8 @@ def quantile_boundaries(
         >>> quantile_boundaries(np.array([5, 1, 1, 1, 9], dtype=np.uint64), 3).tolist()
         [1, 9]
     """
-    values = np.sort(np.asarray(sample, dtype=np.uint64))
+    values = np.array(sample, dtype=np.uint64)  # a contiguous copy, sorted in place
+    sort_keys(values)
     if values.size == 0:
         return values
     if values.size > max_boundaries:
@@ -490,6 +491,55 @@ def hilbert_index_reference(point: list[int], bits: int) -> int:
 
 
 @kernel
+def _radix_sort(keys: npt.NDArray[np.uint64], scratch: npt.NDArray[np.uint64]) -> None:
+    n = keys.size
+    counts = np.zeros((8, 256), dtype=np.int64)
+    for i in range(n):  # every digit's histogram in one read of the keys
+        k = keys[i]
+        for d in range(8):
+            counts[d, (k >> np.uint64(8 * d)) & np.uint64(255)] += 1
+    src, dst = keys, scratch
+    moved = False
+    offsets = np.empty(256, dtype=np.int64)
+    for d in range(8):  # least significant digit first; each pass is stable
+        if counts[d].max() == n:
+            continue  # every key has the same digit here: the pass would not move a key
+        total = 0
+        for b in range(256):
+            offsets[b] = total
+            total += counts[d, b]
+        shift = np.uint64(8 * d)
+        for i in range(n):
+            k = src[i]
+            b = (k >> shift) & np.uint64(255)
+            dst[offsets[b]] = k
+            offsets[b] += 1
+        src, dst = dst, src
+        moved = not moved
+    if moved:
+        keys[:] = src
+
+
+def sort_keys(keys: npt.NDArray[np.uint64]) -> None:
+    """Sorts 64-bit keys in place, ascending: a least-significant-digit radix sort (8
+    passes of one byte, a pass skipped where every key has the same byte), with a scratch
+    array of the keys' size. ``ndarray.sort`` is a comparison sort that only some CPUs
+    vectorise: on an AMD EPYC (Zen 4) with numpy 2.3-2.4 it took 109 ms for 2M random
+    keys and 300 ms for 5M, this 26 ms and 73 ms; on 15,625 keys 0.42 against 0.14 ms
+    (benchmarks/RESULTS.md section 6).
+
+    Example:
+        >>> k = np.array([3, 1, 2**64 - 1, 0], dtype=np.uint64)
+        >>> sort_keys(k); k.tolist()
+        [0, 1, 3, 18446744073709551615]
+    """
+    if keys.dtype != np.uint64 or keys.ndim != 1 or not keys.flags.c_contiguous:
+        raise ValueError("keys must be a contiguous 1-d uint64 array")
+    if keys.size > 1:
+        _radix_sort(keys, np.empty_like(keys))
+
+
+@kernel
 def _tag_rows(keys: npt.NDArray[np.uint64], index_bits: int) -> None:
     shift = np.uint64(index_bits)
     for i in range(keys.size):
@@ -505,7 +555,7 @@ def tag_row_numbers(keys: npt.NDArray[np.uint64]) -> int:
 
     Example:
         >>> k = np.array([0xF0, 0x10, 0x20], dtype=np.uint64)
-        >>> bits = tag_row_numbers(k); k.sort(); row_numbers(k, bits).tolist()
+        >>> bits = tag_row_numbers(k); sort_keys(k); row_numbers(k, bits).tolist()
         [1, 2, 0]
     """
     if keys.dtype != np.uint64 or keys.ndim != 1 or not keys.flags.c_contiguous:
@@ -539,6 +589,7 @@ __all__ = [
     "raw_keys_float64",
     "raw_keys_int64",
     "row_numbers",
+    "sort_keys",
     "tag_row_numbers",
     "uint64_output",
 ]

@@ -268,6 +268,43 @@ def distinct_values(column: Any) -> int:
     return int(np.count_nonzero(ordered[1:] != ordered[:-1])) + 1 + (1 if nulls else 0)
 
 
+#: The hash that bounds an integer column's distinct count from below: the top 16 bits of
+#: the value times an odd constant (2**64 / golden ratio), 65,536 buckets.
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_HASH_SHIFT = np.uint64(48)
+
+
+def more_distinct_than(column: Any, limit: int) -> bool:
+    """Whether ``column`` holds more than ``limit`` distinct values (null counting as one),
+    as ``distinct_values(column) > limit`` answers it, but for integer columns mostly
+    without counting: a value range of at most ``limit`` values answers no, and more than
+    ``limit`` occupied buckets of a hash of the values (a lower bound on the distinct
+    count) answers yes; only what neither settles is counted (a sort). The writer's
+    dictionary decision on 8,192 mostly distinct int64 values: ~0.035 ms against 0.2 ms
+    for the sort on a CPU whose numpy sort is not vectorised (benchmarks/RESULTS.md
+    section 6).
+
+    Example:
+        >>> col = pa.array([1, 2, 2, None])
+        >>> more_distinct_than(col, 2), more_distinct_than(col, 3)
+        (True, False)
+    """
+    if not pa.types.is_integer(column.type):
+        return distinct_values(column) > limit
+    nulls = 1 if column.null_count else 0
+    values = int_values(pc.drop_null(column) if nulls else column)
+    if values.size + nulls <= limit or not values.size:
+        return bool(values.size + nulls > limit)
+    if int(values.max()) - int(values.min()) < limit - nulls:  # at most limit values in all
+        return False
+    seen = np.zeros(1 << 16, dtype=np.bool_)
+    # the cast is injective, the product wraps modulo 2**64
+    seen[(values.astype(np.uint64) * _HASH_MULTIPLIER) >> _HASH_SHIFT] = True
+    if int(np.count_nonzero(seen)) + nulls > limit:
+        return True
+    return distinct_values(column) > limit
+
+
 @dataclass
 class _OpenFile:
     relative: str
@@ -449,9 +486,9 @@ class _Writer:
             return True
         sample = table.slice(0, DICTIONARY_SAMPLE_ROWS)
         keep = []
+        limit = int(sample.num_rows * DICTIONARY_MAX_DISTINCT)
         for i, f in enumerate(self.physical):
-            distinct = distinct_values(sample.column(i))
-            if distinct <= sample.num_rows * DICTIONARY_MAX_DISTINCT:
+            if not more_distinct_than(sample.column(i), limit):
                 keep.append(f.name)
         return keep
 
@@ -641,5 +678,6 @@ __all__ = [
     "conform_batch",
     "distinct_values",
     "iter_batches",
+    "more_distinct_than",
     "write_data_files",
 ]

@@ -31,6 +31,7 @@ from udfs.zorder import (
     raw_keys_float64,
     raw_keys_int64,
     row_numbers,
+    sort_keys,
     tag_row_numbers,
 )
 
@@ -116,10 +117,41 @@ def test_tagged_sort_orders_rows_by_key_prefix_then_row(keys: list[int]) -> None
     tagged = np.array(keys, dtype=np.uint64)
     bits = tag_row_numbers(tagged)
     assert 2**bits >= len(keys)
-    tagged.sort()
+    sort_keys(tagged)
     order = row_numbers(tagged, bits).tolist()
     want = sorted(range(len(keys)), key=lambda i: (keys[i] >> bits, i))
     assert order == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(
+        st.one_of(
+            st.integers(0, 2**64 - 1),
+            st.integers(0, 255),  # keys that differ in the low byte only
+            st.integers(0, 255).map(lambda b: b << 56),  # ... in the top byte only
+            st.sampled_from([0, 2**64 - 1, 2**63]),
+        ),
+        max_size=400,
+    )
+)
+def test_sort_keys_sorts_like_numpy(keys: list[int]) -> None:
+    got = np.array(keys, dtype=np.uint64)
+    sort_keys(got)
+    assert got.tolist() == sorted(keys)
+
+
+def test_sort_keys_large_and_refusals() -> None:
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 2**63, 300_000, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    keys[::7] = np.uint64(42)  # many equal keys
+    want = np.sort(keys)
+    sort_keys(keys)
+    assert np.array_equal(keys, want)
+    with pytest.raises(ValueError, match="contiguous 1-d uint64"):
+        sort_keys(np.array([3, 1], dtype=np.int64))
+    with pytest.raises(ValueError, match="contiguous 1-d uint64"):
+        sort_keys(np.arange(10, dtype=np.uint64)[::2])
 
 
 @settings(max_examples=200, deadline=None)

@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import hypothesis.strategies as st
 import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
 from writekit import make_state, schema_json
 
 from lakequery.errors import SchemaMismatchError
@@ -358,6 +360,43 @@ def test_distinct_values_counts_like_arrow(values: Any) -> None:
     from lakequery.writer.data_files import distinct_values
 
     assert distinct_values(values) == pc.count_distinct(values, mode="all").as_py()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5)), max_size=80
+    ),
+    limit=st.integers(0, 90),
+    kind=st.sampled_from(["int64", "int8", "uint64", "int32", "string"]),
+)
+def test_more_distinct_than_answers_like_a_count(values: list[Any], limit: int, kind: str) -> None:
+    from lakequery.writer.data_files import distinct_values, more_distinct_than
+
+    fit = {
+        "int8": lambda v: v % 200 - 100,
+        "int32": lambda v: v % 2**31,
+        "uint64": lambda v: v % 2**64,
+        "string": str,
+    }.get(kind, lambda v: v)
+    col = pa.array([None if v is None else fit(v) for v in values], type=getattr(pa, kind)())
+    assert more_distinct_than(col, limit) == (distinct_values(col) > limit)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).integers(0, 2**32, 8192),  # mostly distinct: the hash bound
+        np.random.default_rng(2).integers(0, 100, 8192),  # a narrow range
+        np.arange(8192, dtype=np.int64) << 16,  # a stride the hash folds: counted
+    ],
+)
+def test_more_distinct_than_on_sample_sized_columns(values: Any) -> None:
+    from lakequery.writer.data_files import distinct_values, more_distinct_than
+
+    col = pa.array(values)
+    for limit in (99, 100, 4096, 8191, 8192):
+        assert more_distinct_than(col, limit) == (distinct_values(col) > limit)
 
 
 def test_data_files_writer_writes_what_write_data_files_writes(root: str) -> None:
