@@ -9,8 +9,9 @@ the txns (retention applied as the reader does), the live domains, every live ``
 is ``v2`` gets a classic-named V2 checkpoint: the same rows plus one
 ``checkpointMetadata`` row.
 
-Replay is the read path's own (:func:`lakequery.log_segment.load_state` and
-:mod:`lakequery.protocol.replay`), run in DuckDB; the typed statistics are parsed from
+Replay is the read path's own (:func:`lakequery.log_segment.loaded_log`: one load of the
+segment gives the state and then its adds and tombstones; :mod:`lakequery.protocol.replay`),
+run in DuckDB; the typed statistics are parsed from
 the JSON by ``json_transform`` in DuckDB and partition values by
 :func:`lakequery.protocol.partitions.partition_struct`, batch by batch. Rows are written
 in row groups of :data:`ROW_GROUP_ROWS` actions.
@@ -41,8 +42,8 @@ from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import bool_array, empty_table, python_array
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.errors import VersionNotFoundError
-from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS, LogReader, replay_cursor
-from lakequery.log_segment import TableState, load_state, partition_specs
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS
+from lakequery.log_segment import TableState, load_state, loaded_log, partition_specs
 from lakequery.protocol.column_mapping import column_mapping_mode, physical_name
 from lakequery.protocol.last_checkpoint import checkpoint_checksum
 from lakequery.protocol.partitions import partition_struct
@@ -652,33 +653,33 @@ def write_checkpoint(
         >>> info.version, info.num_add_files, info.path.endswith(".checkpoint.parquet")
         (2, 4, True)
     """
-    state = load_state(storage, version, with_files=False)
-    segment = state.segment
-    con = replay_cursor(segment.checkpoint, segment.commits)
+    # one load of the segment: its protocol, metadata, txns and domains, then the live
+    # adds and tombstones from the same loaded actions; the cursor outlives the block
+    # (the add batches are built on it while the file is written)
+    con: duckdb.DuckDBPyConnection | None = None
     try:
-        v = state.version
-        if not storage.exists(storage.join("_delta_log", f"{v:020d}.json")):
-            raise VersionNotFoundError(
-                storage.root, version=v, detail="its commit file is gone; no checkpoint written"
+        with loaded_log(storage, version) as (state, con, _reader):
+            v = state.version
+            if not storage.exists(storage.join("_delta_log", f"{v:020d}.json")):
+                raise VersionNotFoundError(
+                    storage.root,
+                    version=v,
+                    detail="its commit file is gone; no checkpoint written",
+                )
+            layout = _layout(state)
+            schema = layout.schema
+            cutoff = (
+                int(time.time() * 1000)
+                - TableProperties(state.metadata.configuration).deleted_file_retention_ms
             )
-        layout = _layout(state)
-        schema = layout.schema
-        cutoff = (
-            int(time.time() * 1000)
-            - TableProperties(state.metadata.configuration).deleted_file_retention_ms
-        )
-        reader = LogReader(storage, con)
-        # an existing classic checkpoint of this version that loaded: kept, not rewritten
-        kept = segment.checkpoint
-        if kept is not None and (kept.version != v or kept.format != "classic"):
-            kept = None
-        try:
-            reader.load(segment.checkpoint, segment.commits)
+            # an existing classic checkpoint of this version that loaded: kept, not rewritten
+            kept = state.segment.checkpoint
+            if kept is not None and (kept.version != v or kept.format != "classic"):
+                kept = None
             keys = {"commit_keys": COMMIT_KEYS, "commits": COMMITS, "checkpoint": CHECKPOINT}
             adds = replay_adds(con, **keys)  # kept or not: numOfAddFiles counts them
             removes = None if kept is not None else replay_tombstones(con, **keys, cutoff_ms=cutoff)
-        finally:
-            reader.drop()
+        assert con is not None
 
         def tables() -> Iterator[pa.Table]:
             yield from _header(state, layout, schema)
@@ -702,7 +703,8 @@ def write_checkpoint(
 
                 rows, num_adds, size = _write_atomically(storage, final, schema, reported())
     finally:
-        con.close()
+        if con is not None:
+            con.close()
     info = CheckpointInfo(v, final, rows, num_adds, size)
     storage.put(storage.join("_delta_log", "_last_checkpoint"), _last_checkpoint(info))
     return info

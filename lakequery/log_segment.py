@@ -8,8 +8,9 @@ version 0) is used instead.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,6 +110,28 @@ def load_state(
     ``with_files`` the live files are not replayed (``files`` is empty): enough for the
     protocol, metadata, txns and domains. ``listing`` is a listing of the log already
     made (from the hint's checkpoint or from version 0), saving the LIST."""
+    with loaded_log(
+        storage, version, con, with_files=with_files, file_actions=with_files, listing=listing
+    ) as (state, _cur, _reader):
+        return state
+
+
+@contextlib.contextmanager
+def loaded_log(
+    storage: Storage,
+    version: int | None,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    with_files: bool = False,
+    file_actions: bool = True,
+    listing: Listing | None = None,
+) -> Iterator[tuple[TableState, duckdb.DuckDBPyConnection, LogReader]]:
+    """:func:`load_state`, with the segment's actions still loaded on the cursor for the
+    block (the reader's relations, :data:`~lakequery.log_reader.COMMITS` and the others),
+    so that a caller that replays more from them (the checkpoint writer: adds and
+    tombstones) does not load the log a second time. ``file_actions``: load the file
+    actions of the checkpoint too (see :meth:`LogReader.load`). The relations are dropped
+    when the block ends; the cursor (``con``, else a new one) stays usable."""
     if listing is None:
         listing = find_listing(storage, version)
     listed_from_start = False
@@ -117,9 +140,11 @@ def load_state(
         cur = con or replay_cursor(segment.checkpoint, segment.commits)
         reader = LogReader(storage, cur)
         try:
-            reader.load(segment.checkpoint, segment.commits, file_actions=with_files)
-            return _replay(storage, cur, reader, segment, with_files)
+            reader.load(segment.checkpoint, segment.commits, file_actions=file_actions)
+            state = _replay(storage, cur, reader, segment, with_files)
+            break
         except (CorruptLogError, ObjectNotFoundError) as exc:
+            reader.drop()
             if not _is_checkpoint_error(exc, segment):
                 raise
             # An unusable checkpoint: forget it and reconstruct from an older one.
@@ -130,8 +155,13 @@ def load_state(
                 select_segment(listing, version, uri=storage.root)
             except (VersionNotFoundError, CorruptLogError):
                 raise exc from None
-        finally:
+        except BaseException:
             reader.drop()
+            raise
+    try:
+        yield state, cur, reader
+    finally:
+        reader.drop()
 
 
 def _is_checkpoint_error(exc: Exception, segment: LogSegment) -> bool:

@@ -556,6 +556,7 @@ class Transaction:
         if not cleanup_enabled(dict(self.metadata.configuration)):
             return
         try:
-            cleanup_expired_logs(self.storage)
+            # the committed version's metadata and protocol: no replay to learn them
+            cleanup_expired_logs(self.storage, table=(self.metadata, self.protocol))
         except Exception as exc:  # cleanup is housekeeping: it never fails the commit
             log.warning("expired log cleanup failed: %s", exc)

@@ -37,6 +37,8 @@ from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.history import monotonic_ms, read_commit_infos
 from lakequery.log_reader import LogReader
 from lakequery.log_segment import load_state, log_dir
+from lakequery.metadata import Metadata
+from lakequery.protocol.features import Protocol
 from lakequery.protocol.log_files import Listing, build_listing, classify
 from lakequery.protocol.properties import TableProperties, parse_bool
 from lakequery.storage import Storage
@@ -86,6 +88,7 @@ def cleanup_expired_logs(
     *,
     retention_ms: int | None = None,
     now_ms: int | None = None,
+    table: tuple[Metadata, Protocol] | None = None,
 ) -> LogCleanupResult:
     """Deletes the expired part of ``_delta_log``; see the module docstring.
 
@@ -93,9 +96,15 @@ def cleanup_expired_logs(
         storage: the table's storage.
         retention_ms: log retention; default ``delta.logRetentionDuration``.
         now_ms: the current time (tests).
+        table: the table's metadata and protocol, when the caller has them (a commit
+            that just wrote a checkpoint: those of its version); else the latest
+            version's are loaded.
     """
-    state = load_state(storage, None, with_files=False)
-    config = dict(state.metadata.configuration)
+    if table is None:
+        state = load_state(storage, None, with_files=False)
+        table = (state.metadata, state.protocol)
+    metadata, protocol = table
+    config = dict(metadata.configuration)
     props = TableProperties(config)
     retention = props.log_retention_ms if retention_ms is None else int(retention_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -108,7 +117,7 @@ def cleanup_expired_logs(
     keep_from = _cutoff_checkpoint(storage, listing, props, cutoff)
     if keep_from is None or keep_from <= commits[0].version:
         return LogCleanupResult(keep_from, ())
-    if state.protocol.supports("checkpointProtection"):
+    if protocol.supports("checkpointProtection"):
         protected = int(config.get("delta.requireCheckpointProtectionBeforeVersion") or 0)
         if protected > keep_from:
             return LogCleanupResult(keep_from, ())
