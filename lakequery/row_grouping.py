@@ -3,7 +3,8 @@
 pyarrow's ``Table.group_by(...).aggregate(...)`` imports pandas (0.15-0.2 s of a fresh
 process), so the writer's split by partition and the engines' file groups use this
 instead: each column is dictionary-encoded (null is a value of its own), the codes are
-combined into one code per row, and one stable sort of that code lines the groups up.
+combined into one code per row, and one stable sort of that code lines the groups up
+(a radix sort while the codes fit 16 bits: up to 65,536 groups).
 Groups come in the order of their first row, rows inside a group in their order.
 
 Example:
@@ -60,6 +61,18 @@ class RowGroups:
         return scalar
 
 
+def _narrowest(codes: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """Non-negative ``codes`` in the narrowest unsigned type that holds them: numpy's
+    stable sort is a radix sort for types of up to 16 bits and a merge sort above (5M
+    codes of 100 groups: 41-49 ms against 345-377 ms as int32 or int64)."""
+    top = int(codes.max()) if codes.size else 0
+    if top < 1 << 8:
+        return codes.astype(np.uint8)
+    if top < 1 << 16:
+        return codes.astype(np.uint16)
+    return codes
+
+
 def group_rows(columns: Sequence[Any]) -> RowGroups:
     """Groups the rows of equal-length arrays by their values (see the module docstring)."""
     n = len(columns[0])
@@ -79,7 +92,7 @@ def group_rows(columns: Sequence[Any]) -> RowGroups:
             combined = pc.add(pc.multiply(key, width), idx)
             key = pc.cast(pc.dictionary_encode(combined).indices, pa.int64())
     key_np = int_values(key) if n else np.zeros(0, dtype=np.int64)
-    order = np.argsort(key_np, kind="stable").astype(np.int64, copy=False)
+    order = np.argsort(_narrowest(key_np), kind="stable").astype(np.int64, copy=False)
     bounds = np.flatnonzero(np.diff(key_np[order])) + 1
     starts = np.concatenate([[0], bounds, [n]]).astype(np.int64) if n else np.zeros(1, np.int64)
     return RowGroups(order, starts, codes, dictionaries)
