@@ -549,9 +549,9 @@ def _tag_rows(keys: npt.NDArray[np.uint64], index_bits: int) -> None:
 def tag_row_numbers(keys: npt.NDArray[np.uint64]) -> int:
     """Replaces, in place, the low bits of every key with its row number and returns how
     many bits that took (``ceil(log2(rows))``, at least 1). Sorting the tagged keys
-    (``ndarray.sort``, several times faster than ``argsort`` on 64-bit values) then orders
-    the rows by the top ``64 - bits`` bits of their keys, ties in row order, and
-    :func:`row_numbers` reads the order back out.
+    (:func:`sort_keys`; sorting the keys alone is several times faster than ``argsort``,
+    which moves the row numbers too) then orders the rows by the top ``64 - bits`` bits
+    of their keys, ties in row order, and :func:`row_numbers` reads the order back out.
 
     Example:
         >>> k = np.array([0xF0, 0x10, 0x20], dtype=np.uint64)
