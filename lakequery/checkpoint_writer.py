@@ -658,7 +658,7 @@ def write_checkpoint(
     # (the add batches are built on it while the file is written)
     con: duckdb.DuckDBPyConnection | None = None
     try:
-        with loaded_log(storage, version) as (state, con, _reader):
+        with loaded_log(storage, version) as (state, con):
             v = state.version
             if not storage.exists(storage.join("_delta_log", f"{v:020d}.json")):
                 raise VersionNotFoundError(

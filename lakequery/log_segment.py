@@ -112,7 +112,7 @@ def load_state(
     made (from the hint's checkpoint or from version 0), saving the LIST."""
     with loaded_log(
         storage, version, con, with_files=with_files, file_actions=with_files, listing=listing
-    ) as (state, _cur, _reader):
+    ) as (state, _cur):
         return state
 
 
@@ -125,7 +125,7 @@ def loaded_log(
     with_files: bool = False,
     file_actions: bool = True,
     listing: Listing | None = None,
-) -> Iterator[tuple[TableState, duckdb.DuckDBPyConnection, LogReader]]:
+) -> Iterator[tuple[TableState, duckdb.DuckDBPyConnection]]:
     """:func:`load_state`, with the segment's actions still loaded on the cursor for the
     block (the reader's relations, :data:`~lakequery.log_reader.COMMITS` and the others),
     so that a caller that replays more from them (the checkpoint writer: adds and
@@ -159,7 +159,7 @@ def loaded_log(
             reader.drop()
             raise
     try:
-        yield state, cur, reader
+        yield state, cur
     finally:
         reader.drop()
 
