@@ -251,7 +251,9 @@ def distinct_values(column: Any) -> int:
     """Distinct values of an Arrow array, null counting as one value (as
     ``pc.count_distinct(mode="all")``). Integer columns are counted by sorting a numpy
     copy: on 8192 mostly distinct int64 values ~30 us against ~190 us for Arrow's hash
-    count, paid per column of every file an OPTIMIZE writes.
+    count where numpy's sort is vectorised, 196 against 162 us where it is not (AMD EPYC);
+    the writer's dictionary decision mostly settles without a count
+    (:func:`more_distinct_than`).
 
     Example:
         >>> distinct_values(pa.chunked_array([[3, 1, None], [3, None]]))
