@@ -42,12 +42,16 @@ import atexit
 import os
 import tempfile
 import threading
+import weakref
 
 import duckdb
 
 #: The databases this process opened, by kind ("private", "engine").
 _DATABASES: dict[str, duckdb.DuckDBPyConnection] = {}
 _LOCK = threading.Lock()
+
+#: The cursors :func:`engine_cursor` handed out (weakly held).
+_ENGINE_CURSORS: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 _PRIVATE_SETTINGS = {
     "preserve_insertion_order": False,
@@ -93,7 +97,16 @@ def engine_cursor() -> duckdb.DuckDBPyConnection:
     """A fresh cursor of the engine database: for a relation handed to the caller, or
     internal work that needs DuckDB's default settings (rows kept in order)."""
     with _LOCK:
-        return _database("engine").cursor()
+        cur = _database("engine").cursor()
+    _ENGINE_CURSORS.add(cur)
+    return cur
+
+
+def is_engine_cursor(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether ``con`` came from :func:`engine_cursor`: its database's global settings
+    (the Parquet metadata cache) already hold for it, so nothing needs setting per cursor
+    (``lakequery.sql`` builds every call's relations on such a cursor)."""
+    return con in _ENGINE_CURSORS
 
 
 def create_temp_view(

@@ -277,3 +277,30 @@ def test_sql_without_a_connection_keeps_each_query_s_names_to_itself(tmp_path: P
 
     views = engine_cursor().sql("SELECT view_name FROM duckdb_views() WHERE NOT internal")
     assert views.fetchall() == []
+
+
+def test_engine_cursors_are_known_and_need_no_settings(tmp_path: Path) -> None:
+    """Relations built on an engine cursor (``lq.sql``'s) read with the database's Parquet
+    metadata cache and issue no per-cursor setting; a caller's own connection gets it set
+    once."""
+    import duckdb
+
+    from lakequery.duckdb_databases import engine_cursor, is_engine_cursor
+    from lakequery.engines import duckdb as engine
+
+    uri = _table(tmp_path / "t")
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    cur = engine_cursor()
+    assert is_engine_cursor(cur)
+    rel = engine.duckdb_relation(scan, cur)
+    assert rel.aggregate("count(*)").fetchall() == [(270,)]
+    assert cur not in engine._METADATA_CACHE_SET  # nothing was set on it
+    ((cached,),) = cur.execute("SELECT current_setting('parquet_metadata_cache')").fetchall()
+    assert cached is True
+    own = duckdb.connect()
+    assert not is_engine_cursor(own)
+    assert engine.duckdb_relation(scan, own).aggregate("count(*)").fetchall() == [(270,)]
+    assert own in engine._METADATA_CACHE_SET
+    ((cached,),) = own.execute("SELECT current_setting('parquet_metadata_cache')").fetchall()
+    assert cached is True
+    own.close()

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int_values, python_scalar
-from lakequery.duckdb_databases import engine_cursor
+from lakequery.duckdb_databases import engine_cursor, is_engine_cursor
 from lakequery.engines import keep_masks
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.keep_masks import KeepMask
@@ -708,7 +708,7 @@ def duckdb_relation(
     deletion vectors)."""
     if con is None:
         con = engine_cursor()  # its database has the metadata cache on
-    elif con not in _METADATA_CACHE_SET:
+    elif con not in _METADATA_CACHE_SET and not is_engine_cursor(con):
         # Delta data files never change in place: footers read while planning are reused
         # when the query runs (DuckDB's cache also checks each file's modification time).
         # Set once per connection (a statement per relation was 4% of a warm query on a
