@@ -39,6 +39,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
@@ -48,9 +49,11 @@ from lakequery.commands.metrics import VacuumResult
 from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import RetentionError, StorageError
-from lakequery.log_segment import list_log, load_state, load_tombstones
+from lakequery.log_reader import CHECKPOINT, COMMIT_KEYS, COMMITS
+from lakequery.log_segment import list_log, loaded_log
 from lakequery.protocol.features import check_table_writable
 from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.replay import replay_tombstones
 from lakequery.storage import Storage
 
 _HOUR_MS = 3_600_000
@@ -122,6 +125,33 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
     return [unquote(str(p)) for (p,) in rows if p]
 
 
+def _unreferenced(
+    storage: Storage,
+    props: TableProperties,
+    cutoff: int,
+    candidates: pa.Table,
+    live: pa.Table,
+    tomb: pa.Table,
+) -> pa.Table:
+    """The candidates no live file, retained tombstone, deletion vector of either or
+    retained change-data file names."""
+    keep = _dv_paths(storage, _present_dvs(live.column("deletion_vector")))
+    if tomb.num_rows:  # (combine_chunks of no chunks would import pandas)
+        removes: Any = tomb.column("remove").combine_chunks()
+        keep += _dv_paths(storage, _present_dvs(pc.struct_field(removes, "deletionVector")))
+    cdc: Any = pc.starts_with(candidates.column("path"), "_change_data/")
+    if pc.any(cdc).as_py():
+        keep += _retained_cdc_paths(storage, props, cutoff)
+    # the data files stay Arrow: no Python string per live file
+    chunks = [*live.column("path").chunks, *tomb.column("path").chunks]
+    chunks = [pc.cast(c, pa.string()) for c in chunks] + [python_array(keep, pa.string())]
+    referenced = pa.concat_arrays(chunks)
+    unreferenced: pa.Table = pc.filter(
+        candidates, pc.invert(pc.is_in(candidates.column("path"), value_set=referenced))
+    )
+    return unreferenced
+
+
 def vacuum(
     storage: Storage,
     *,
@@ -151,40 +181,38 @@ def vacuum(
     """
     started = time.monotonic()
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    state = load_state(storage, None)
-    meta, proto = state.metadata, state.protocol
-    check_table_writable(proto, meta.schema, meta.configuration)  # vacuumProtocolCheck
-    props = TableProperties(meta.configuration)
-    table_ms = props.deleted_file_retention_ms
-    retention_ms = table_ms if retention_hours is None else int(retention_hours * _HOUR_MS)
-    if retention_ms < 0:
-        raise ValueError("retention_hours must not be negative")
-    if enforce_retention and retention_ms < table_ms:
-        raise RetentionError(storage.root, retention_ms / _HOUR_MS, table_ms / _HOUR_MS)
-    cutoff = now - retention_ms
+    # one load of the log: the live files, then (only when some file is old enough to
+    # go) the tombstones from the same loaded actions, as the checkpoint writer does
+    con: duckdb.DuckDBPyConnection | None = None
+    try:
+        with loaded_log(storage, None, with_files=True) as (state, con):
+            meta, proto = state.metadata, state.protocol
+            check_table_writable(proto, meta.schema, meta.configuration)  # vacuumProtocolCheck
+            props = TableProperties(meta.configuration)
+            table_ms = props.deleted_file_retention_ms
+            retention_ms = table_ms if retention_hours is None else int(retention_hours * _HOUR_MS)
+            if retention_ms < 0:
+                raise ValueError("retention_hours must not be negative")
+            if enforce_retention and retention_ms < table_ms:
+                raise RetentionError(storage.root, retention_ms / _HOUR_MS, table_ms / _HOUR_MS)
+            cutoff = now - retention_ms
 
-    listing = list_tree(storage)
-    paths = listing.column("path")
-    old = pc.less(listing.column("modified_ms"), int64_scalar(cutoff))
-    candidates = pc.filter(listing, pc.and_(pc.invert(hidden_mask(paths)), old))
-
-    if candidates.num_rows:
-        live = state.files
-        tomb = load_tombstones(storage, state, cutoff)
-        keep = _dv_paths(storage, _present_dvs(live.column("deletion_vector")))
-        if tomb.num_rows:  # (combine_chunks of no chunks would import pandas)
-            removes: Any = tomb.column("remove").combine_chunks()
-            keep += _dv_paths(storage, _present_dvs(pc.struct_field(removes, "deletionVector")))
-        cdc: Any = pc.starts_with(candidates.column("path"), "_change_data/")
-        if pc.any(cdc).as_py():
-            keep += _retained_cdc_paths(storage, props, cutoff)
-        # the data files stay Arrow: no Python string per live file
-        chunks = [*live.column("path").chunks, *tomb.column("path").chunks]
-        chunks = [pc.cast(c, pa.string()) for c in chunks] + [python_array(keep, pa.string())]
-        referenced = pa.concat_arrays(chunks)
-        candidates = pc.filter(
-            candidates, pc.invert(pc.is_in(candidates.column("path"), value_set=referenced))
-        )
+            listing = list_tree(storage)
+            paths = listing.column("path")
+            old = pc.less(listing.column("modified_ms"), int64_scalar(cutoff))
+            candidates = pc.filter(listing, pc.and_(pc.invert(hidden_mask(paths)), old))
+            if candidates.num_rows:
+                tomb = replay_tombstones(
+                    con,
+                    commit_keys=COMMIT_KEYS,
+                    commits=COMMITS,
+                    checkpoint=CHECKPOINT,
+                    cutoff_ms=cutoff,
+                )
+                candidates = _unreferenced(storage, props, cutoff, candidates, state.files, tomb)
+    finally:
+        if con is not None:
+            con.close()
     chosen = [storage.join(str(p)) for p in candidates.column("path").to_pylist()]
     nbytes = int(pc.sum(candidates.column("size")).as_py() or 0)
     deleted = 0
