@@ -1,5 +1,5 @@
 """Deletion vectors applied in DuckDB by position: a ``read_parquet`` of one file with a DV
-``POSITIONAL JOIN`` a registered boolean column, its keep mask (False at deleted rows),
+``POSITIONAL JOIN`` a one-column boolean relation, its keep mask (False at deleted rows),
 ``WHERE`` that column; one ``UNION ALL`` branch per such file.
 
 Why each row meets its own mask bit (DuckDB 1.5.5 and 2.0 source,
@@ -18,9 +18,13 @@ would drop rows (``WHERE keep`` is NULL) or add rows of NULLs: each mask's lengt
 row count in its file's footer (read through DuckDB, cached by path, size and
 modification time), which must equal the log's ``numRecords``, and every deleted position
 must lie below it (else the scan keeps the anti-join, which reads such a file as the other
-engines do). Each mask is its own registered NumPy column (one column a view:
-DuckDB's Python scan inspects every column of a view each time a query binds it), named by
-its content and registered once per connection. ``tests/dv/test_dv_keep_masks.py`` holds
+engines do). Each mask is its own one-column relation (DuckDB's Python scan inspects
+every column of a registered view each time a query binds it), named by its content and
+made once per connection: a temporary table on a caller's connection that preserves
+insertion order (32 DuckDB tables bind ~1.5 ms faster than 32 registered NumPy columns,
+and a query binds the relation about four times), else the registered NumPy column (an engine
+cursor lives for one ``to_duckdb()`` call, where the copy would cost more than it saves;
+a connection that may reorder rows could lose the table's order). ``tests/dv/test_dv_keep_masks.py`` holds
 the alignment to account (row groups of odd sizes, threads, insertion order, projections,
 filters, Top-N and joins added over the relation).
 
@@ -49,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lakequery import arrow_kernels as pc
+from lakequery.duckdb_databases import is_engine_cursor
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_list_sql
@@ -88,14 +93,15 @@ _PREFIX = "_lq_keep_"
 
 def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
     """Whether ``error`` (raised binding a relation on ``con``) names a mask this module
-    registered there; if so, unregisters and forgets all of ``con``'s masks, so that the
-    next build registers them again. A registration is a catalog entry of the connection:
-    a transaction that registered a mask and was rolled back took it away (as would the
-    caller's ``con.unregister``)."""
+    made there; if so, unregisters or drops and forgets all of ``con``'s masks, so that the
+    next build makes them again. A mask is a catalog entry of the connection:
+    a transaction that made a mask and was rolled back took it away (as would the
+    caller's ``con.unregister`` or ``DROP TABLE``)."""
     if _PREFIX not in str(error) or con not in _REGISTERED:
         return False
     for name in _REGISTERED.pop(con).values():
         con.unregister(name)  # a no-op for a name that is gone
+        con.execute(f"DROP TABLE IF EXISTS temp.{name}")
     return True
 
 
@@ -150,7 +156,7 @@ def register(
     duckdb_path: Callable[[str], str],
     key: Callable[[str], str],
 ) -> list[tuple[FileGroup, KeepMask]] | None:
-    """Registers keep masks on ``con`` for the files in ``deleted`` (location -> sorted
+    """Makes (or reuses) keep masks on ``con`` for the files in ``deleted`` (location -> sorted
     deleted positions), which ``groups`` holds by partition values. Returns the branches
     to read (one file each, with its partition values) and where each one's mask is. None
     (read them with the anti-join) when they are more than :data:`MAX_BRANCHES` files,
@@ -197,21 +203,44 @@ def register(
             # A mask of the wrong length would misalign; the log and the file disagree, so
             # read as every other engine does (the anti-join needs no row count).
             return None
-    if total > SERIAL_ROWS:
-        ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
-        if len(locs) < int(threads):
-            return None  # too few scans for DuckDB's threads: the anti-join runs on all
     registered = _REGISTERED.setdefault(con, {})
+    contents = [(p, rows[p], deleted[p].tobytes()) for g in groups for p in g.locations]
+    new = [c for c in contents if c not in registered]
+    as_tables = False
+    if total > SERIAL_ROWS or new:
+        ((threads, ordered),) = con.execute(
+            "SELECT current_setting('threads'), current_setting('preserve_insertion_order')"
+        ).fetchall()
+        if total > SERIAL_ROWS and len(locs) < int(threads):
+            return None  # too few scans for DuckDB's threads: the anti-join runs on all
+        as_tables = bool(ordered) and not is_engine_cursor(con)
+    for content in dict.fromkeys(new):
+        p, n, _ = content
+        name = f"{_PREFIX}{next(_NAMES)}"
+        keep = np.ones(n, dtype=np.bool_)
+        keep[deleted[p]] = False
+        if as_tables:
+            _create_table(con, name, keep)
+        else:
+            con.register(name, {"keep": keep})
+        registered[content] = name
     out: list[tuple[FileGroup, KeepMask]] = []
+    at_content = iter(contents)
     for g in groups:
         for p in g.locations:
-            content = (p, rows[p], deleted[p].tobytes())
-            name = registered.get(content)
-            if name is None:
-                name = f"{_PREFIX}{next(_NAMES)}"
-                keep = np.ones(rows[p], dtype=np.bool_)
-                keep[deleted[p]] = False
-                con.register(name, {"keep": keep})
-                registered[content] = name
-            out.append((FileGroup(g.values, [p]), KeepMask(name, "keep")))
+            out.append((FileGroup(g.values, [p]), KeepMask(registered[next(at_content)], "keep")))
     return out
+
+
+def _create_table(con: duckdb.DuckDBPyConnection, name: str, keep: npt.NDArray[np.bool_]) -> None:
+    """Makes ``keep`` the temporary table ``name`` of ``con``, rows in their order (the
+    connection preserves insertion order: the caller checked). A caller's connection keeps
+    its masks for every later query, and a DuckDB table binds faster than a registered
+    NumPy column; a cursor that lives for one query (the engine database's) registers
+    instead, as the copy would cost more than the bind saves."""
+    staged = f"{name}_np"
+    con.register(staged, {"keep": keep})
+    try:
+        con.execute(f"CREATE TEMP TABLE {name} AS SELECT keep FROM {staged}")
+    finally:
+        con.unregister(staged)

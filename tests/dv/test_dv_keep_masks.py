@@ -127,37 +127,72 @@ def test_few_large_files_on_many_threads_keep_the_anti_join(
     assert len(rel.fetchall()) == len(expected())
 
 
-def test_masks_are_registered_once_per_connection(table: str) -> None:
-    con = connection(2, True)
+def masks(con: duckdb.DuckDBPyConnection, kind: str) -> list[str]:
+    """The keep masks on ``con`` that are temporary tables or registered views."""
+    sql = {
+        "table": "SELECT table_name FROM duckdb_tables() WHERE temporary",
+        "view": "SELECT view_name FROM duckdb_views() WHERE temporary",
+    }[kind]
+    return sorted(n for (n,) in con.sql(sql).fetchall() if n.startswith("_lq_keep_"))
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_masks_are_made_once_per_connection(table: str, ordered: bool) -> None:
+    """On a caller's connection that keeps insertion order, masks are temporary tables
+    (they bind faster, and the connection keeps them for later queries); where it does
+    not, a table could lose the rows' order, so they are registered NumPy columns."""
+    con = connection(2, ordered)
     snap = lq.DeltaTable(table).snapshot()
-    views = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '_lq_keep_%'"
+    kind, other = ("table", "view") if ordered else ("view", "table")
+    first = None
     for _ in range(3):
         assert len(snap.scan().to_duckdb(con).fetchall()) == len(expected())
-        assert con.sql(views).fetchall() == [(WITH_DV,)]
+        made = masks(con, kind)
+        assert len(made) == WITH_DV and masks(con, other) == []
+        assert first is None or made == first  # the same masks serve every query
+        first = made
 
 
-@pytest.mark.parametrize("gone_by", ["rollback", "unregister"])
-def test_masks_taken_away_from_the_connection_are_registered_again(
-    table: str, gone_by: str
+def test_a_cursor_of_the_engine_database_registers_its_masks(table: str) -> None:
+    """``to_duckdb()`` without a connection builds on a new engine cursor each time: a
+    table's copy would be paid by every query, so its masks are registered."""
+    rel = lq.DeltaTable(table).snapshot().scan().to_duckdb()
+    assert len(rel.fetchall()) == len(expected())
+    assert "POSITIONAL JOIN" in rel.sql_query()
+    names = [n for n in rel.sql_query().split() if n.startswith("_lq_keep_")]
+    assert names and not any(n.endswith("_np") for n in names)
+    from lakequery.duckdb_databases import engine_cursor
+
+    assert masks(engine_cursor(), "table") == []  # no table left in the engine database
+
+
+@pytest.mark.parametrize(
+    "ordered, gone_by",
+    [(True, "rollback"), (True, "drop"), (False, "rollback"), (False, "unregister")],
+)
+def test_masks_taken_away_from_the_connection_are_made_again(
+    table: str, ordered: bool, gone_by: str
 ) -> None:
     """A mask is a catalog entry of the caller's connection: a rolled-back transaction
-    (or the caller's ``unregister``) removes it, and the next read must not name it."""
-    con = connection(2, True)
+    (or the caller's ``DROP TABLE`` / ``unregister``) removes it, and the next read must
+    not name it."""
+    con = connection(2, ordered)
     snap = lq.DeltaTable(table).snapshot()
-    views = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '_lq_keep_%'"
+    kind = "table" if ordered else "view"
     if gone_by == "rollback":
         con.execute("BEGIN")
     assert len(snap.scan().to_duckdb(con).fetchall()) == len(expected())
     if gone_by == "rollback":
         con.execute("ROLLBACK")
+    elif gone_by == "drop":
+        con.execute(f"DROP TABLE {masks(con, kind)[0]}")
     else:
-        ((name,),) = con.sql(views.replace("count(*)", "min(view_name)")).fetchall()
-        con.unregister(name)
-    assert con.sql(views).fetchall()[0][0] < WITH_DV
+        con.unregister(masks(con, kind)[0])
+    assert len(masks(con, kind)) < WITH_DV
     for _ in range(2):
         rows = snap.scan().to_duckdb(con).project("f, pos").fetchall()
         assert set(rows) == expected() and len(rows) == len(expected())
-    assert con.sql(views).fetchall() == [(WITH_DV,)]
+    assert len(masks(con, kind)) == WITH_DV
 
 
 def test_a_wrong_num_records_falls_back_to_the_anti_join(table: str, tmp_path: Path) -> None:
@@ -207,3 +242,20 @@ def test_partitions_and_paths_that_need_quoting(tmp_path: Path) -> None:
     only = dt.snapshot().scan(columns=["p"]).to_duckdb()
     got = only.query("t", "SELECT p, count(*) FROM t GROUP BY p ORDER BY p").fetchall()
     assert got == [("a'b", len(kept)), ("c[d]*", len(kept)), ("e?f", len(kept))]
+
+
+@pytest.mark.parametrize("threads", [2, 8])
+def test_a_mask_table_keeps_the_rows_order(threads: int) -> None:
+    """A mask table's row i is the mask's bit i, on many threads and for masks of many
+    row groups (DuckDB scans a NumPy column in parallel; the connection's insertion order
+    must put the rows back)."""
+    con = connection(threads, True)
+    rng = np.random.default_rng(7)
+    keep = rng.random(3_000_017) > 0.01
+    keep_masks._create_table(con, "_lq_keep_order", keep)
+    got = con.sql("SELECT keep FROM _lq_keep_order").fetchnumpy()["keep"]
+    assert got.dtype == np.bool_ and got.size == keep.size
+    assert np.array_equal(got, keep)
+    rowids = con.sql("SELECT rowid FROM _lq_keep_order WHERE NOT keep").fetchnumpy()["rowid"]
+    assert np.array_equal(np.sort(rowids), np.flatnonzero(~keep))
+    assert masks(con, "view") == []  # the staged registration is gone
