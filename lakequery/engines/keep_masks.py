@@ -206,14 +206,16 @@ def register(
     registered = _REGISTERED.setdefault(con, {})
     contents = [(p, rows[p], deleted[p].tobytes()) for g in groups for p in g.locations]
     new = [c for c in contents if c not in registered]
+    # masks are tables only on a caller's connection (see the module docstring)
+    may_be_tables = bool(new) and not is_engine_cursor(con)
     as_tables = False
-    if total > SERIAL_ROWS or new:
+    if total > SERIAL_ROWS or may_be_tables:
         ((threads, ordered),) = con.execute(
             "SELECT current_setting('threads'), current_setting('preserve_insertion_order')"
         ).fetchall()
         if total > SERIAL_ROWS and len(locs) < int(threads):
             return None  # too few scans for DuckDB's threads: the anti-join runs on all
-        as_tables = bool(ordered) and not is_engine_cursor(con)
+        as_tables = may_be_tables and bool(ordered)
     for content in dict.fromkeys(new):
         p, n, _ = content
         name = f"{_PREFIX}{next(_NAMES)}"
