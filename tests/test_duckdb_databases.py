@@ -304,3 +304,26 @@ def test_engine_cursors_are_known_and_need_no_settings(tmp_path: Path) -> None:
     ((cached,),) = own.execute("SELECT current_setting('parquet_metadata_cache')").fetchall()
     assert cached is True
     own.close()
+
+
+def test_the_engine_database_keeps_no_copy_of_the_files_it_reads(tmp_path: Path) -> None:
+    """The engine database reads local files without DuckDB's external file cache (DuckDB
+    1.5 copies them into it: a cold read and the close pay for the copies, and the page
+    cache already holds the files), keeps the Parquet metadata cache, and changes neither
+    setting on a caller's connection."""
+    import duckdb
+
+    from lakequery.duckdb_databases import engine_cursor
+
+    uri = _table(tmp_path / "t")
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    assert scan.to_duckdb().aggregate("count(*)").fetchall() == [(270,)]
+    settings = "SELECT current_setting('enable_external_file_cache'), current_setting('parquet_metadata_cache')"
+    assert engine_cursor().execute(settings).fetchall() == [(False, True)]
+    memory = "SELECT memory_usage_bytes FROM duckdb_memory() WHERE tag = 'EXTERNAL_FILE_CACHE'"
+    assert engine_cursor().execute(memory).fetchall() == [(0,)]  # (DuckDB 1.5 filled it)
+    own = duckdb.connect()
+    ((default_file_cache, _),) = own.execute(settings).fetchall()
+    assert scan.to_duckdb(own).aggregate("count(*)").fetchall() == [(270,)]
+    assert own.execute(settings).fetchall() == [(default_file_cache, True)]
+    own.close()
