@@ -318,7 +318,10 @@ def test_the_engine_database_keeps_no_copy_of_the_files_it_reads(tmp_path: Path)
     uri = _table(tmp_path / "t")
     scan = lq.DeltaTable(uri).snapshot().scan()
     assert scan.to_duckdb().aggregate("count(*)").fetchall() == [(270,)]
-    settings = "SELECT current_setting('enable_external_file_cache'), current_setting('parquet_metadata_cache')"
+    settings = (
+        "SELECT current_setting('enable_external_file_cache'), "
+        "current_setting('parquet_metadata_cache')"
+    )
     assert engine_cursor().execute(settings).fetchall() == [(False, True)]
     memory = "SELECT memory_usage_bytes FROM duckdb_memory() WHERE tag = 'EXTERNAL_FILE_CACHE'"
     assert engine_cursor().execute(memory).fetchall() == [(0,)]  # (DuckDB 1.5 filled it)

@@ -22,11 +22,12 @@ engines do). Each mask is its own one-column relation (DuckDB's Python scan insp
 every column of a registered view each time a query binds it), named by its content and
 made once per connection: a temporary table on a caller's connection that preserves
 insertion order (32 DuckDB tables bind ~1.5 ms faster than 32 registered NumPy columns,
-and a query binds the relation about four times), else the registered NumPy column (an engine
-cursor lives for one ``to_duckdb()`` call, where the copy would cost more than it saves;
-a connection that may reorder rows could lose the table's order). ``tests/dv/test_dv_keep_masks.py`` holds
-the alignment to account (row groups of odd sizes, threads, insertion order, projections,
-filters, Top-N and joins added over the relation).
+and a query binds the relation about four times), else the registered NumPy column (an
+engine cursor lives for one ``to_duckdb()`` call, where the copy would cost more than it
+saves; a connection that may reorder rows could lose the table's order).
+``tests/dv/test_dv_keep_masks.py`` holds the alignment to account (row groups of odd
+sizes, threads, insertion order, projections, filters, Top-N and joins added over the
+relation).
 
 When it is used (else the anti-join of :mod:`lakequery.engines.duckdb`): plain reads (no
 DML row ids, no row tracking); no scan filter on a data column (the positional join keeps
@@ -89,6 +90,8 @@ _REGISTERED: weakref.WeakKeyDictionary[
 #: Mask names; a process-wide counter, so two threads never give one name two contents.
 _NAMES = itertools.count()
 _PREFIX = "_lq_keep_"
+#: Masks made as temporary tables (the others are registered NumPy columns).
+_TABLE_PREFIX = f"{_PREFIX}t"
 
 
 def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
@@ -100,8 +103,10 @@ def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
     if _PREFIX not in str(error) or con not in _REGISTERED:
         return False
     for name in _REGISTERED.pop(con).values():
-        con.unregister(name)  # a no-op for a name that is gone
-        con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+        if name.startswith(_TABLE_PREFIX):
+            con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+        else:
+            con.unregister(name)  # a no-op for a name that is gone
     return True
 
 
@@ -218,12 +223,13 @@ def register(
         as_tables = may_be_tables and bool(ordered)
     for content in dict.fromkeys(new):
         p, n, _ = content
-        name = f"{_PREFIX}{next(_NAMES)}"
         keep = np.ones(n, dtype=np.bool_)
         keep[deleted[p]] = False
         if as_tables:
+            name = f"{_TABLE_PREFIX}{next(_NAMES)}"
             _create_table(con, name, keep)
         else:
+            name = f"{_PREFIX}{next(_NAMES)}"
             con.register(name, {"keep": keep})
         registered[content] = name
     out: list[tuple[FileGroup, KeepMask]] = []
