@@ -10,6 +10,7 @@ sound (``unknown AND false`` prunes, ``unknown OR false`` keeps).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,8 @@ from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier
 _INT64 = pa.int64()
 _Cond = str | None  # SQL "may match" condition; None = unknown (keep)
 _FILES = "__lq_files"
+#: Suffixes of the registered names of file tables (one per query).
+_NAMES = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,9 @@ class _Planner:
         return _and([f"(NOT ({below} OR {above}))", nonnull])
 
     # -- query -----------------------------------------------------------------------------------
-    def query(self, cond: str) -> tuple[str, pa.Table]:
+    def query(self, cond: str, source: str = _FILES) -> tuple[str, pa.Table]:
+        """The SQL deciding each file (``keep``, in file order) over the table it returns,
+        registered as ``source``."""
         columns: dict[str, pa.ChunkedArray[Any] | pa.Array[Any]] = {
             "__rid": int64_array(np.arange(self.files.num_rows))
         }
@@ -322,7 +327,7 @@ class _Planner:
             cond = f"({cond} AND NOT ({self.num_records} = 0))"
         select = f"*, {json_sql} AS __j" if json_sql else "*"
         sql = (
-            f"WITH __lq AS (SELECT {select} FROM {_FILES}) "
+            f"WITH __lq AS (SELECT {select} FROM {source}) "
             f"SELECT COALESCE({cond}, TRUE) AS keep FROM __lq ORDER BY __rid"
         )
         return sql, pa.table(columns)
@@ -380,11 +385,17 @@ def prune_mask(
     cond = planner.may(expr, negate=False)
     if cond is None or n == 0:
         return bool_array(np.ones(n, dtype=bool))
-    sql, table = planner.query(cond)
+    # a registered table and one statement: DuckDB 2.0's ``from_arrow(t).query(name,
+    # sql)`` binds more and costs 3.4 ms here against 2.0-2.2 ms (16 files; the same
+    # under DuckDB 1.5), and a unique name leaves a caller's connection as it was
+    name = f"{_FILES}_{next(_NAMES)}"
+    sql, table = planner.query(cond, name)
     connection = con if con is not None else private_cursor(fixed_joins=False)
+    connection.register(name, table)
     try:
-        result = connection.from_arrow(table).query(_FILES, sql).to_arrow_table()
+        result = connection.sql(sql).to_arrow_table()
     finally:
+        connection.unregister(name)
         if con is None:
             connection.close()
     keep = result.column("keep").combine_chunks()

@@ -102,6 +102,21 @@ def test_ranges(text: str, expected: list[bool]) -> None:
     assert mask(RANGES, text) == expected
 
 
+def test_a_callers_connection_is_left_as_it_was() -> None:
+    """On a caller's connection the files' table is registered under a name of its own
+    and unregistered after: a caller's view named like it is neither read nor replaced."""
+    con = duckdb.connect()
+    con.execute("CREATE TEMP VIEW __lq_files AS SELECT 'callers' AS stats")
+    views = "SELECT view_name FROM duckdb_views() WHERE starts_with(view_name, '__lq')"
+    before = con.sql(views).fetchall()
+    expr = bind(parse_predicate("a >= 10 AND a < 20"), SCHEMA)
+    for _ in range(2):
+        got = prune_mask(RANGES, expr, COLUMNS, con)
+        assert got.to_pylist() == [False, True, False, False]
+    assert con.sql(views).fetchall() == before == [("__lq_files",)]
+    assert con.sql("SELECT stats FROM __lq_files").fetchall() == [("callers",)]
+
+
 PARTITIONED = pa.table(
     {
         "partition_values": pa.array(
