@@ -108,13 +108,12 @@ def partition_match(files: pa.Table, predicate: str) -> pa.Array[Any]:
     struct: Any = files.column("partition_values").combine_chunks()
     values = pa.Table.from_struct_array(struct)
     cond = to_duckdb_sql(bind(parse_predicate(predicate), values.schema))
-    con = private_cursor(fixed_joins=False)  # a filter, no join
+    con = private_cursor(fixed_joins=False)  # a filter, no join; a cursor of its own
     try:
-        rel = con.from_arrow(values.append_column("__lq_rid", int64_array(np.arange(n))))
+        # registered and queried in one statement (DuckDB 2.0's rel.query binds more)
+        con.register("__lq_values", values.append_column("__lq_rid", int64_array(np.arange(n))))
         sql = f"SELECT COALESCE({cond}, FALSE) AS m FROM __lq_values ORDER BY __lq_rid"
-        result: pa.Array[Any] = (
-            rel.query("__lq_values", sql).to_arrow_table().column("m").combine_chunks()
-        )
+        result: pa.Array[Any] = con.sql(sql).to_arrow_table().column("m").combine_chunks()
     finally:
         con.close()
     return result
