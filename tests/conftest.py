@@ -94,6 +94,23 @@ def memory_table_uri() -> Iterator[str]:
         fs.rm(f"/{name}", recursive=True)
 
 
+@pytest.fixture
+def log_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts loads of a log segment while the test runs: each ``LogReader.load`` appends
+    its number of commit files (the test may ``clear()`` the list between steps)."""
+    from lakequery.log_reader import LogReader
+
+    loads: list[int] = []
+    original = LogReader.load
+
+    def counting(self: LogReader, checkpoint: Any, commits: Any, **kw: Any) -> None:
+        loads.append(len(commits))
+        original(self, checkpoint, commits, **kw)
+
+    monkeypatch.setattr(LogReader, "load", counting)
+    return loads
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One real local Spark session (``local[2]``, loopback only, no UI, Arrow on).

@@ -62,30 +62,18 @@ def test_failed_checkpoint_never_fails_the_commit(
     assert (tmp_path / "t" / "_delta_log" / f"{4:020d}.checkpoint.parquet").is_file()
 
 
-def test_an_automatic_checkpoint_loads_the_log_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_automatic_checkpoint_loads_the_log_once(tmp_path: Path, log_loads: list[int]) -> None:
     """The checkpoint takes the state and its adds and tombstones from one load of the
     segment, and the log cleanup after it takes the committed metadata and protocol: a
     commit that checkpoints loads its log once after committing (before: three times)."""
-    from lakequery.log_reader import LogReader
-
     uri = str(tmp_path / "t")
     lq.write(uri, pa.table({"i": [0], "s": ["x"]}), configuration={"delta.checkpointInterval": "3"})
     _append(uri, 1)
     _append(uri, 2)
-    loads: list[int] = []
-    original = LogReader.load
-
-    def counting(self: LogReader, checkpoint: object, commits: list[object], **kw: object) -> None:
-        loads.append(len(commits))
-        original(self, checkpoint, commits, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(LogReader, "load", counting)
+    log_loads.clear()
     assert _append(uri, 3).version == 3
     assert (tmp_path / "t" / "_delta_log" / f"{3:020d}.checkpoint.parquet").exists()
     # the append replays the table once to write, the checkpoint once after it
-    assert len(loads) == 2, loads
-    monkeypatch.undo()
+    assert len(log_loads) == 2, log_loads
     rows = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("i").to_pylist()
     assert sorted(rows) == [0, 1, 2, 3]

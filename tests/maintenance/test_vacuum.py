@@ -198,28 +198,17 @@ def test_lists_the_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert calls == {"find": 1, "info": 0, "exists": 0, "ls": 0}
 
 
-def test_loads_the_log_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loads_the_log_once(tmp_path: Path, log_loads: list[int]) -> None:
     """The live files and the tombstones come from one load of the log (before: the
     tombstones loaded the segment a second time whenever some file was old enough)."""
-    from lakequery.log_reader import LogReader
-
     uri = str(tmp_path / "t")
     _three_versions(uri)
     _age_removes(uri, 1, 2)  # A's remove is past a 1-hour retention, B's is not
     _age_files(uri, 2)
-    loads: list[int] = []
-    original = LogReader.load
-
-    def counting(self: LogReader, checkpoint: object, commits: list[object], **kw: object) -> None:
-        loads.append(len(commits))
-        original(self, checkpoint, commits, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(LogReader, "load", counting)
-    storage = lq.DeltaTable(uri).storage  # (opening the table loads the log too)
-    loads.clear()
+    storage = lq.DeltaTable(uri).storage
+    log_loads.clear()
     result = vacuum(storage, retention_hours=1, enforce_retention=False)
-    monkeypatch.undo()
-    assert loads == [3], loads
+    assert log_loads == [3], log_loads
     # B is still named by a retained tombstone, C is live: only A goes
     assert [Path(p).name for p in result.files] == [
         a["add"]["path"]
