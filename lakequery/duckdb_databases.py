@@ -32,7 +32,9 @@ first use:
   1.28 s, of which the close at exit 0.17 -> 0.05 s; warm repeated queries unchanged or
   faster (benchmarks/RESULTS.md section 8, seventh session). Each relation has a cursor
   of its own: relations can be used from different threads, and what a relation
-  registers (keep masks) goes away with it.
+  registers goes away with it. Deletion-vector keep masks are the exception: they are
+  tables of the database, shared by its cursors up to a budget and never dropped
+  (:mod:`lakequery.engines.keep_masks`).
 
 Both spill to private directories under the system temp directory (DuckDB's default for an
 in-memory database would be ``.tmp`` in the working directory).
@@ -112,6 +114,14 @@ def engine_cursor() -> duckdb.DuckDBPyConnection:
         cur = _database("engine").cursor()
     _ENGINE_CURSORS.add(cur)
     return cur
+
+
+def engine_database() -> duckdb.DuckDBPyConnection:
+    """The engine database's own connection (opened on first use): the key of what its
+    cursors share, and a source of cursors with its default settings. A forked child gets
+    its own (see the module docstring)."""
+    with _LOCK:
+        return _database("engine")
 
 
 def is_engine_cursor(con: duckdb.DuckDBPyConnection) -> bool:

@@ -20,11 +20,14 @@ modification time), which must equal the log's ``numRecords``, and every deleted
 must lie below it (else the scan keeps the anti-join, which reads such a file as the other
 engines do). Each mask is its own one-column relation (DuckDB's Python scan inspects
 every column of a registered view each time a query binds it), named by its content and
-made once per connection: a temporary table on a caller's connection that preserves
-insertion order (32 DuckDB tables bind ~1.5 ms faster than 32 registered NumPy columns,
-and a query binds the relation about four times), else the registered NumPy column (an
-engine cursor lives for one ``to_duckdb()`` call, where the copy would cost more than it
-saves; a connection that may reorder rows could lose the table's order).
+made once: a temporary table on a caller's connection that preserves insertion order
+(32 DuckDB tables bind ~1.5 ms faster than 32 registered NumPy columns, and a query binds
+the relation about four times), else the registered NumPy column (a connection that may
+reorder rows could lose the table's order). An engine cursor serves one ``to_duckdb()``
+call, so there the masks are tables of the engine database, shared by all its cursors and
+made on first use, up to :data:`SHARED_MAX_BYTES`; they are never dropped, as a relation
+derived from one lakequery handed out (``rel.query(...)``) may name a mask while holding
+no object lakequery could watch.
 ``tests/dv/test_dv_keep_masks.py`` holds the alignment to account (row groups of odd
 sizes, threads, insertion order, projections, filters, Top-N and joins added over the
 relation).
@@ -45,16 +48,19 @@ group: the scan's vectors then straddle the mask's and its columns are copied.
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from lakequery import arrow_kernels as pc
-from lakequery.duckdb_databases import is_engine_cursor
+from lakequery.duckdb_databases import engine_database, is_engine_cursor
 from lakequery.engines.deletion import dv_mask
 from lakequery.engines.layout import FileGroup
 from lakequery.engines.sql_types import glob_list_sql
@@ -92,22 +98,66 @@ _NAMES = itertools.count()
 _PREFIX = "_lq_keep_"
 #: Masks made as temporary tables (the others are registered NumPy columns).
 _TABLE_PREFIX = f"{_PREFIX}t"
+#: Masks made as tables of the engine database, which all its cursors share.
+_SHARED_PREFIX = f"{_PREFIX}s"
+_MASK_NAME = re.compile(rf"{_PREFIX}[a-z]?[0-9]+")
+
+#: Bytes (rows) of the masks the engine database may hold for its cursors; beyond, masks
+#: are registered on each cursor as they were before (nothing is ever dropped: a relation
+#: derived from one lakequery handed out may name a mask without holding the object).
+SHARED_MAX_BYTES = 1 << 26
+
+
+@dataclass
+class _Shared:
+    """The masks one engine database holds, by content, and their bytes."""
+
+    names: dict[tuple[str, int, bytes], str] = field(default_factory=dict)
+    nbytes: int = 0
+
+
+#: Engine database -> its shared masks (a forked child opens a database of its own).
+_SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Shared] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    """After ``fork()``: the lock starts free whatever thread held it in the parent."""
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
     """Whether ``error`` (raised binding a relation on ``con``) names a mask this module
-    made there; if so, unregisters or drops and forgets all of ``con``'s masks, so that the
-    next build makes them again. A mask is a catalog entry of the connection:
-    a transaction that made a mask and was rolled back took it away (as would the
-    caller's ``con.unregister`` or ``DROP TABLE``)."""
-    if _PREFIX not in str(error) or con not in _REGISTERED:
+    made; if so, unregisters or drops and forgets all of ``con``'s own masks and forgets
+    the named shared ones (engine cursors), so that the next build makes them again. A
+    mask is a catalog entry: a transaction that made one and was rolled back took it
+    away (as would the caller's ``con.unregister`` or a ``DROP TABLE``)."""
+    named = set(_MASK_NAME.findall(str(error)))
+    if not named:
         return False
-    for name in _REGISTERED.pop(con).values():
-        if name.startswith(_TABLE_PREFIX):
-            con.execute(f"DROP TABLE IF EXISTS temp.{name}")
-        else:
-            con.unregister(name)  # a no-op for a name that is gone
-    return True
+    forgot = False
+    if is_engine_cursor(con):
+        with _SHARED_LOCK:
+            shared = _SHARED.get(engine_database())
+            for content, name in list(shared.names.items()) if shared else []:
+                if name in named:
+                    assert shared is not None
+                    del shared.names[content]
+                    shared.nbytes -= content[1]
+                    forgot = True
+    if con in _REGISTERED:
+        for name in _REGISTERED.pop(con).values():
+            if name.startswith(_TABLE_PREFIX):
+                con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+            else:
+                con.unregister(name)  # a no-op for a name that is gone
+        forgot = True
+    return forgot
 
 
 @dataclass(frozen=True)
@@ -208,11 +258,12 @@ def register(
             # A mask of the wrong length would misalign; the log and the file disagree, so
             # read as every other engine does (the anti-join needs no row count).
             return None
-    registered = _REGISTERED.setdefault(con, {})
     contents = [(p, rows[p], deleted[p].tobytes()) for g in groups for p in g.locations]
-    new = [c for c in contents if c not in registered]
-    # masks are tables only on a caller's connection (see the module docstring)
-    may_be_tables = bool(new) and not is_engine_cursor(con)
+    engine = is_engine_cursor(con)
+    registered = _REGISTERED.setdefault(con, {})
+    # temporary tables only on a caller's connection that keeps insertion order, shared
+    # tables on engine cursors (see the module docstring)
+    may_be_tables = not engine and any(c not in registered for c in contents)
     as_tables = False
     if total > SERIAL_ROWS or may_be_tables:
         ((threads, ordered),) = con.execute(
@@ -221,34 +272,79 @@ def register(
         if total > SERIAL_ROWS and len(locs) < int(threads):
             return None  # too few scans for DuckDB's threads: the anti-join runs on all
         as_tables = may_be_tables and bool(ordered)
+    names = _shared_masks(contents, deleted) if engine else {}
+    names.update((c, registered[c]) for c in contents if c in registered)
+    new = [c for c in contents if c not in names]
     for content in dict.fromkeys(new):
-        p, n, _ = content
-        keep = np.ones(n, dtype=np.bool_)
-        keep[deleted[p]] = False
+        keep = _keep(content, deleted)
         if as_tables:
             name = f"{_TABLE_PREFIX}{next(_NAMES)}"
-            _create_table(con, name, keep)
+            _create_table(con, name, keep, temporary=True)
         else:
             name = f"{_PREFIX}{next(_NAMES)}"
             con.register(name, {"keep": keep})
-        registered[content] = name
+        registered[content] = names[content] = name
     out: list[tuple[FileGroup, KeepMask]] = []
     at_content = iter(contents)
     for g in groups:
         for p in g.locations:
-            out.append((FileGroup(g.values, [p]), KeepMask(registered[next(at_content)], "keep")))
+            out.append((FileGroup(g.values, [p]), KeepMask(names[next(at_content)], "keep")))
     return out
 
 
-def _create_table(con: duckdb.DuckDBPyConnection, name: str, keep: npt.NDArray[np.bool_]) -> None:
-    """Makes ``keep`` the temporary table ``name`` of ``con``, rows in their order (the
-    connection preserves insertion order: the caller checked). A caller's connection keeps
-    its masks for every later query, and a DuckDB table binds faster than a registered
-    NumPy column; a cursor that lives for one query (the engine database's) registers
-    instead, as the copy would cost more than the bind saves."""
+def _keep(content: tuple[str, int, bytes], deleted: dict[str, npt.NDArray[np.int64]]) -> Any:
+    path, n, _ = content
+    keep = np.ones(n, dtype=np.bool_)
+    keep[deleted[path]] = False
+    return keep
+
+
+def _shared_masks(
+    contents: list[tuple[str, int, bytes]], deleted: dict[str, npt.NDArray[np.int64]]
+) -> dict[tuple[str, int, bytes], str]:
+    """The masks of ``contents`` as tables of the engine database, made on first use
+    while they fit in :data:`SHARED_MAX_BYTES`; the others are left out (the caller
+    registers them on its cursor). ``to_duckdb()`` without a connection builds on a new
+    cursor each call: shared tables spare each call the masks' building and registration
+    and bind faster."""
+    db = engine_database()
+    with _SHARED_LOCK:
+        shared = _SHARED.setdefault(db, _Shared())
+        missing = [c for c in dict.fromkeys(contents) if c not in shared.names]
+        fits = []
+        for content in missing:
+            if shared.nbytes + content[1] > SHARED_MAX_BYTES:
+                break
+            shared.nbytes += content[1]
+            fits.append(content)
+        if fits:
+            cur = db.cursor()  # the database's defaults: insertion order kept
+            try:
+                for content in fits:
+                    name = f"{_SHARED_PREFIX}{next(_NAMES)}"
+                    try:
+                        _create_table(cur, name, _keep(content, deleted), temporary=False)
+                    except BaseException:
+                        shared.nbytes -= sum(c[1] for c in fits if c not in shared.names)
+                        raise
+                    shared.names[content] = name
+            finally:
+                cur.close()
+        return {c: shared.names[c] for c in contents if c in shared.names}
+
+
+def _create_table(
+    con: duckdb.DuckDBPyConnection, name: str, keep: npt.NDArray[np.bool_], *, temporary: bool
+) -> None:
+    """Makes ``keep`` the table ``name`` (temporary: of ``con`` alone), rows in their
+    order (``con`` preserves insertion order: the caller checked). A table binds faster
+    than a registered NumPy column and outlives the query: a caller's connection keeps its
+    temporary masks for every later query; the engine database shares its masks with all
+    its cursors."""
     staged = f"{name}_np"
     con.register(staged, {"keep": keep})
     try:
-        con.execute(f"CREATE TEMP TABLE {name} AS SELECT keep FROM {staged}")
+        kind = "TEMP TABLE" if temporary else "TABLE"
+        con.execute(f"CREATE {kind} {name} AS SELECT keep FROM {staged}")
     finally:
         con.unregister(staged)

@@ -162,16 +162,56 @@ def test_masks_are_made_once_per_connection(table: str, ordered: bool) -> None:
         assert masks(con, "table") == first and masks(con, "view") == []
 
 
-def test_a_cursor_of_the_engine_database_registers_its_masks(table: str) -> None:
-    """``to_duckdb()`` without a connection builds on a new engine cursor each time: a
-    table's copy would be paid by every query, so its masks are registered."""
+def _names(rel: duckdb.DuckDBPyRelation) -> set[str]:
+    return {n for n in rel.sql_query().split() if n.startswith("_lq_keep_")}
+
+
+def test_cursors_of_the_engine_database_share_their_masks(table: str) -> None:
+    """``to_duckdb()`` without a connection builds on a new engine cursor each call: the
+    masks are tables of the engine database, made once and read by every later call."""
+    from lakequery.duckdb_databases import engine_cursor
+
+    snap = lq.DeltaTable(table).snapshot()
+    first = snap.scan().to_duckdb()
+    second = snap.scan().to_duckdb()
+    assert _names(first) == _names(second)
+    assert len(_names(first)) == WITH_DV
+    assert all(n.startswith("_lq_keep_s") for n in _names(first))
+    for rel in (first, second):
+        rows = rel.query("t", "SELECT f, pos, s FROM t").fetchall()
+        assert {(f, p) for f, p, _ in rows} == expected() and len(rows) == len(expected())
+        assert all(s == f"{f}:{p}" for f, p, s in rows)
+    tables = "SELECT table_name FROM duckdb_tables() WHERE NOT temporary"
+    shared = {n for (n,) in engine_cursor().sql(tables).fetchall()}
+    assert _names(first) <= shared
+
+
+def test_shared_masks_stop_at_their_budget(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond :data:`SHARED_MAX_BYTES` a mask is registered on the cursor (nothing shared
+    is ever dropped: a relation handed out may still name it)."""
+    monkeypatch.setattr(keep_masks, "_SHARED", type(keep_masks._SHARED)())  # none made yet
+    monkeypatch.setattr(keep_masks, "SHARED_MAX_BYTES", FILES[0][0] + FILES[1][0])
     rel = lq.DeltaTable(table).snapshot().scan().to_duckdb()
-    assert len(rel.fetchall()) == len(expected())
-    assert "POSITIONAL JOIN" in rel.sql_query()
-    names = {n for n in rel.sql_query().split() if n.startswith("_lq_keep_")}
+    names = _names(rel)
     assert len(names) == WITH_DV
-    # registered arrays are named _lq_keep_<n>, tables _lq_keep_t<n>
-    assert all(n.removeprefix("_lq_keep_").isdigit() for n in names), names
+    shared = {n for n in names if n.startswith("_lq_keep_s")}
+    assert 1 <= len(shared) < WITH_DV  # what fits is shared, the rest registered
+    assert all(n.removeprefix("_lq_keep_").isdigit() for n in names - shared)
+    rows = rel.project("f, pos").fetchall()
+    assert set(rows) == expected() and len(rows) == len(expected())
+
+
+def test_a_dropped_shared_mask_is_made_again(table: str) -> None:
+    from lakequery.duckdb_databases import engine_cursor
+
+    snap = lq.DeltaTable(table).snapshot()
+    name = sorted(_names(snap.scan().to_duckdb()))[0]
+    assert name.startswith("_lq_keep_s")
+    engine_cursor().execute(f"DROP TABLE {name}")  # e.g. through lakequery.sql
+    rel = snap.scan().to_duckdb()
+    assert name not in _names(rel) and len(_names(rel)) == WITH_DV
+    rows = rel.project("f, pos").fetchall()
+    assert set(rows) == expected() and len(rows) == len(expected())
 
 
 @pytest.mark.parametrize(
@@ -252,15 +292,16 @@ def test_partitions_and_paths_that_need_quoting(tmp_path: Path) -> None:
     assert got == [("a'b", len(kept)), ("c[d]*", len(kept)), ("e?f", len(kept))]
 
 
+@pytest.mark.parametrize("temporary", [True, False])
 @pytest.mark.parametrize("threads", [2, 8])
-def test_a_mask_table_keeps_the_rows_order(threads: int) -> None:
+def test_a_mask_table_keeps_the_rows_order(threads: int, temporary: bool) -> None:
     """A mask table's row i is the mask's bit i, on many threads and for masks of many
     row groups (DuckDB scans a NumPy column in parallel; the connection's insertion order
     must put the rows back)."""
     con = connection(threads, True)
     rng = np.random.default_rng(7)
     keep = rng.random(3_000_017) > 0.01
-    keep_masks._create_table(con, "_lq_keep_order", keep)
+    keep_masks._create_table(con, "_lq_keep_order", keep, temporary=temporary)
     got = con.sql("SELECT keep FROM _lq_keep_order").fetchnumpy()["keep"]
     assert got.dtype == np.bool_ and got.size == keep.size
     assert np.array_equal(got, keep)
