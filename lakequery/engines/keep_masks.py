@@ -54,7 +54,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -292,7 +292,10 @@ def register(
     return out
 
 
-def _keep(content: tuple[str, int, bytes], deleted: dict[str, npt.NDArray[np.int64]]) -> Any:
+def _keep(
+    content: tuple[str, int, bytes], deleted: dict[str, npt.NDArray[np.int64]]
+) -> npt.NDArray[np.bool_]:
+    """The keep mask of one content: True but at the deleted positions."""
     path, n, _ = content
     keep = np.ones(n, dtype=np.bool_)
     keep[deleted[path]] = False
