@@ -48,7 +48,6 @@ group: the scan's vectors then straddle the mask's and its columns are copied.
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import threading
 import weakref
@@ -110,25 +109,17 @@ SHARED_MAX_BYTES = 1 << 26
 
 @dataclass
 class _Shared:
-    """The masks one engine database holds, by content, and their bytes."""
+    """The masks one engine database holds, by content, their bytes, and the lock that
+    guards both (a forked child opens a database of its own, so it never meets a lock a
+    parent thread held)."""
 
     names: dict[tuple[str, int, bytes], str] = field(default_factory=dict)
     nbytes: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-#: Engine database -> its shared masks (a forked child opens a database of its own).
+#: Engine database -> its shared masks.
 _SHARED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Shared] = weakref.WeakKeyDictionary()
-_SHARED_LOCK = threading.Lock()
-
-
-def _fresh_lock_in_child() -> None:
-    """After ``fork()``: the lock starts free whatever thread held it in the parent."""
-    global _SHARED_LOCK
-    _SHARED_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
@@ -141,15 +132,14 @@ def forget_missing(con: duckdb.DuckDBPyConnection, error: Exception) -> bool:
     if not named:
         return False
     forgot = False
-    if is_engine_cursor(con):
-        with _SHARED_LOCK:
-            shared = _SHARED.get(engine_database())
-            for content, name in list(shared.names.items()) if shared else []:
-                if name in named:
-                    assert shared is not None
-                    del shared.names[content]
-                    shared.nbytes -= content[1]
-                    forgot = True
+    shared = _SHARED.get(engine_database()) if is_engine_cursor(con) else None
+    if shared is not None:
+        with shared.lock:
+            gone = [c for c, name in shared.names.items() if name in named]
+            for content in gone:
+                del shared.names[content]
+                shared.nbytes -= content[1]
+            forgot = bool(gone)
     if con in _REGISTERED:
         for name in _REGISTERED.pop(con).values():
             if name.startswith(_TABLE_PREFIX):
@@ -311,26 +301,24 @@ def _shared_masks(
     cursor each call: shared tables spare each call the masks' building and registration
     and bind faster."""
     db = engine_database()
-    with _SHARED_LOCK:
-        shared = _SHARED.setdefault(db, _Shared())
+    shared = _SHARED.setdefault(db, _Shared())  # one dict call: atomic between threads
+    with shared.lock:
         missing = [c for c in dict.fromkeys(contents) if c not in shared.names]
         fits = []
+        budget = SHARED_MAX_BYTES - shared.nbytes
         for content in missing:
-            if shared.nbytes + content[1] > SHARED_MAX_BYTES:
+            if content[1] > budget:
                 break
-            shared.nbytes += content[1]
+            budget -= content[1]
             fits.append(content)
         if fits:
             cur = db.cursor()  # the database's defaults: insertion order kept
             try:
                 for content in fits:
                     name = f"{_SHARED_PREFIX}{next(_NAMES)}"
-                    try:
-                        _create_table(cur, name, _keep(content, deleted), temporary=False)
-                    except BaseException:
-                        shared.nbytes -= sum(c[1] for c in fits if c not in shared.names)
-                        raise
+                    _create_table(cur, name, _keep(content, deleted), temporary=False)
                     shared.names[content] = name
+                    shared.nbytes += content[1]
             finally:
                 cur.close()
         return {c: shared.names[c] for c in contents if c in shared.names}
