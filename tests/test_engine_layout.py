@@ -6,6 +6,7 @@ spelled for DuckDB. Each decision is checked against the rows the engines then r
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,74 @@ def test_a_list_of_paths_is_spelled_as_each_path_would_be(paths: list[str]) -> N
     got = duckdb.connect().execute(f"SELECT CAST({sql} AS VARCHAR[])").fetchone()
     assert got is not None
     assert got[0] == [glob_literal(p) for p in paths]
+
+
+def _files_read(con: duckdb.DuckDBPyConnection, rel: Any, out: Path) -> int:
+    """Runs ``rel`` with DuckDB's profiler on and returns how many files its scans read."""
+    con.execute(f"PRAGMA enable_profiling = 'json'; PRAGMA profiling_output = '{out}'")
+    rel.fetchall()
+    con.execute("PRAGMA disable_profiling")
+    found = re.findall(r'"Total Files Read": "(\d+)"', out.read_text())
+    assert found, "the profile names no scan"
+    return sum(int(n) for n in found)
+
+
+def test_a_filter_on_hive_partition_values_skips_files(tmp_path: Path) -> None:
+    """The partition values of a Hive table come from each file's name; DuckDB still skips
+    the files a filter added over the relation rules out, before reading them."""
+    uri = str(tmp_path / "t")
+    rows = pa.table({"p": pa.array(range(40), pa.int16()), "x": list(range(40))})
+    lq.write(uri, rows, partition_by="p")
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    assert hive_layout(scan)
+    con = duckdb.connect()
+    rel = scan.to_duckdb(con)
+    assert rel.types[rel.columns.index("p")] == duckdb.sqltype("SMALLINT")
+    picked = rel.filter("p = 7 OR p = 30")
+    assert sorted(picked.fetchall()) == [(7, 7), (30, 30)]
+    assert _files_read(con, picked.aggregate("sum(x)"), tmp_path / "profile.json") == 2
+    assert _files_read(con, rel.aggregate("sum(x)"), tmp_path / "profile.json") == 40
+
+
+@pytest.mark.parametrize("layout", ["hive", "join", "literal"])
+def test_a_column_named_filename(
+    tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB's column of each row's file name is named ``filename`` unless the files
+    store a column of that name (DuckDB refuses the clash): every layout that reads
+    partition values through file names keeps the table's own column."""
+    from lakequery.engines import duckdb as duckdb_engine
+
+    if layout == "join":  # more partition values than literal branches
+        monkeypatch.setattr(duckdb_engine, "MAX_UNION_GROUPS", 2)
+    if layout != "hive":
+        monkeypatch.setattr(duckdb_engine, "hive_layout", lambda scan: False)
+    uri = str(tmp_path / "t")
+    n = 6
+    rows = pa.table({"p": [i % 3 for i in range(n)], "FileName": [f"f{i}" for i in range(n)]})
+    lq.write(uri, rows, partition_by="p")
+    rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    assert sorted(rel.fetchall()) == sorted(
+        zip(rows["p"].to_pylist(), rows["FileName"].to_pylist(), strict=True)
+    )
+    assert sorted(rel.filter("p = 1").fetchall()) == [(1, "f1"), (1, "f4")]
+
+
+def test_hive_files_of_several_stored_schemas(tmp_path: Path) -> None:
+    """Files of one Hive table that store different schemas (a column added later, a
+    ``timestamp`` that keeps the table from being read by a declared schema) are read by
+    one scan per stored schema, each taking its partition values from its file names."""
+    uri = str(tmp_path / "t")
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    first = pa.table({"p": ["a", "b"], "ts": pa.array([when, when], pa.timestamp("us", "UTC"))})
+    lq.write(uri, first, partition_by="p")
+    later = first.append_column("v", pa.array([1, 2], pa.int64()))
+    lq.write(uri, later, mode="append", schema_mode="merge")
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    assert hive_layout(scan)
+    rel = scan.to_duckdb()
+    assert not re.search(r'"?schema"?\s*=\s*(MAP|main\."map")', rel.sql_query())  # footers
+    want = scan.to_arrow().sort_by([("p", "ascending"), ("v", "ascending")])
+    got = rel.order("p, v NULLS LAST").to_arrow_table()
+    assert got.cast(want.schema).equals(want)
+    assert got.column("p").to_pylist() == ["a", "a", "b", "b"]

@@ -129,12 +129,24 @@ def hive_layout(scan: Scan, groups: Sequence[FileGroup] | None = None) -> bool:
         if not _all(pc.match_substring_regex(text, _HIVE_SAFE)):
             return False  # a value that does not spell plainly
         texts.append(text)
-    dirs = "/".join(f"{_literal(n)}=(?P<v{i}>[^/]*)" for i, n in enumerate(names))
-    pattern = f"^{_literal(snap.storage.root + '/')}{dirs}/[^=]*$"
+    pattern = f"^{_literal(snap.storage.root + '/')}{hive_directories(names)}/[^=]*$"
     found = pc.extract_regex(plan.locations, pattern)
     if found.null_count:
         return False  # elsewhere, or a directory named col=value below the partitions
     return all(_all(pc.equal(found.field(i), text)) for i, text in enumerate(texts))
+
+
+def hive_directories(names: Sequence[str]) -> str:
+    """The RE2 pattern of the ``col=value`` directories of ``names`` in order, whose
+    ``i``-th group (1-based, named ``v<i-1>``) captures the ``i``-th column's value."""
+    return "/".join(f"{_literal(n)}=(?P<v{i}>[^/]*)" for i, n in enumerate(names))
+
+
+def hive_file_pattern(names: Sequence[str]) -> str:
+    """The RE2 pattern of the end of a path that :func:`hive_layout` accepted (the
+    directories of ``names``, then a file name or plain subdirectories with no ``=``),
+    wherever its root sits and however a reader spells the root."""
+    return f"/{hive_directories(names)}/[^=]*$"
 
 
 def _literal(text: str) -> str:
