@@ -220,3 +220,20 @@ def test_hive_files_of_several_stored_schemas(tmp_path: Path) -> None:
     got = rel.order("p, v NULLS LAST").to_arrow_table()
     assert got.cast(want.schema).equals(want)
     assert got.column("p").to_pylist() == ["a", "a", "b", "b"]
+
+
+def test_hive_values_from_file_names_on_s3(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """On an object store DuckDB names files through lakequery's filesystem bridge; the
+    values cast from those names are the log's."""
+    rows = pa.table({"s": ["a", "b", "a", "c"], "i": pa.array([1, -2, 1, 3], pa.int8())})
+    rows = rows.append_column("x", pa.array(range(4), pa.int64()))
+    lq.write(s3_table_uri, rows, partition_by=["s", "i"], storage_options=s3_storage_options)
+    scan = lq.DeltaTable(s3_table_uri, storage_options=s3_storage_options).snapshot().scan()
+    assert hive_layout(scan)
+    rel = scan.to_duckdb()
+    assert sorted(rel.fetchall()) == sorted(
+        zip(*(rows[c].to_pylist() for c in rel.columns), strict=True)
+    )
+    assert sorted(rel.filter("i = 1").fetchall()) == [("a", 1, 0), ("a", 1, 2)]
