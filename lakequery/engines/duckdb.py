@@ -360,9 +360,6 @@ class _Builder:
         self.settled = True
         supported = _DECLARES_ALL or not numbered
         if self.declarable is not None and one_scan and supported:
-            # No stat of every file on each build: DuckDB expands each path of a declared
-            # scan when it binds (1.5.5 and 2.0.1), so a missing file fails the statement and
-            # the engine names it (the tagged check stats only on a file list's first build).
             self.declared, self.shared_types = self.declarable
             return
         key = tuple(self.scan.plan().location_list)
@@ -835,9 +832,10 @@ def _relation(
         builder.register_partitions()
     if deleted or builder.row_ids:
         builder.register_numbers(branches, deleted)
-    if builder.unread_footers:
-        # What the skipped footer reads would have caught: DuckDB opens the files only
-        # when the query runs.
+    if builder.unread_footers or builder.declared is not None:
+        # Files whose footers nobody read: DuckDB opens them only when the query runs (it
+        # binds a declared scan with its first file alone), so a missing one (a vacuumed
+        # version) is named here, not as DuckDB's error in the caller's fetch.
         require_local_files(scan, [p for b in branches for p in b.locations])
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     if tracking is not None:
