@@ -98,7 +98,7 @@ def _hive_type_ok(typ: pa.DataType) -> bool:
     return bool(t.is_string(typ) or t.is_integer(typ) or t.is_date32(typ) or t.is_boolean(typ))
 
 
-def hive_layout(scan: Scan, groups: Sequence[FileGroup] | None = None) -> bool:
+def hive_layout(scan: Scan) -> bool:
     """True when every planned file sits in ``col=value/...`` directories (partition columns
     in order) that spell exactly its partition values from the log, so an engine's Hive
     reader yields the same values as the literals would — checked, never assumed (digest
@@ -106,9 +106,8 @@ def hive_layout(scan: Scan, groups: Sequence[FileGroup] | None = None) -> bool:
 
     Vectorised over the plan's files: each value's text (Arrow's cast: decimal integers,
     ISO dates, ``true``/``false``) against the directory names one regular expression
-    extracts from each location. ``groups`` is accepted for callers that have them and
-    not used."""
-    del groups
+    extracts from each location; engines ask before grouping the files by their values,
+    which a Hive read does not need (10,000 groups cost ~0.06 s)."""
     snap = scan.snapshot
     names = snap.partition_columns
     plan = scan.plan()

@@ -240,13 +240,13 @@ def _group_frame(
     return lf.with_columns(exprs).select([s.name for s in specs])
 
 
-def _stores_partition_columns(scan: Scan, groups: list[FileGroup]) -> bool:
+def _stores_partition_columns(scan: Scan) -> bool:
     """Whether data files also hold the partition columns (IcebergCompat materialises them);
     the footer of one file tells, as the choice is table-wide."""
     import pyarrow.parquet as pq  # partitioned tables only
 
     fs, to_fs = scan.snapshot.storage.arrow_filesystem()
-    with fs.open_input_file(to_fs(groups[0].locations[0])) as f:
+    with fs.open_input_file(to_fs(scan.plan().location_list[0])) as f:
         names = set(pq.ParquetFile(f).schema_arrow.names)
     return any(n in names for n in scan.snapshot.partition_columns)
 
@@ -299,15 +299,15 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         or scan.row_tracking_columns is not None  # row ids: the Arrow engine's
     ):
         return pl.LazyFrame(scan.to_arrow())
-    groups = file_groups(plan, [s.name for s in specs if s.partition])
-    if not groups:
+    if plan.num_files == 0:
         return pl.LazyFrame(empty_table(scan.output_schema))  # (Schema.empty_table imports pandas)
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        if hive_layout(scan, groups) and not _stores_partition_columns(scan, groups):
-            every = FileGroup({}, [loc for g in groups for loc in g.locations])
+        if hive_layout(scan) and not _stores_partition_columns(scan):
+            every = FileGroup({}, plan.location_list)
             frames = [_group_frame(scan, every, specs, phys, deletions, changes, hive=True)]
         else:
+            groups = file_groups(plan, [s.name for s in specs if s.partition])
             frames = [_group_frame(scan, g, specs, phys, deletions, changes) for g in groups]
     except NotImplementedError:
         # a store Polars cannot read natively (memory://): stream through Arrow instead

@@ -220,9 +220,9 @@ class _Frame:
 
     def read(self, plan: ScanPlan, deletions: Deletions | None) -> DataFrame:
         """The plan's rows with logical columns (partition values included)."""
-        groups = file_groups(plan, self.partitions)
-        if self.partitions and hive_layout(self.scan, groups):
+        if self.partitions and hive_layout(self.scan):
             return self._hive(plan, deletions)
+        groups = file_groups(plan, self.partitions)
         if len(groups) <= MAX_LITERAL_GROUPS:
             branches = [self._group(plan, g, deletions) for g in groups]
             return functools.reduce(lambda a, b: a.unionByName(b), branches)
