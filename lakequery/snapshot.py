@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.errors import ObjectNotFoundError, TableNotFoundError
-from lakequery.history import commit_timestamps, read_commit_infos
 from lakequery.log_segment import (
     TableState,
     list_log,
@@ -31,7 +30,6 @@ from lakequery.protocol.column_mapping import (
     column_mapping_mode,
 )
 from lakequery.protocol.features import Protocol
-from lakequery.protocol.partitions import partition_struct_from_strings
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import DeltaType
 from lakequery.storage import Storage
@@ -60,6 +58,8 @@ class Snapshot:
     @cached_property
     def commit_info(self) -> Mapping[str, Any] | None:
         """The ``commitInfo`` of this version's commit (None if the commit has none)."""
+        from lakequery.history import read_commit_infos
+
         try:
             return read_commit_infos(self._storage, [self.version]).get(self.version)
         except ObjectNotFoundError:
@@ -130,6 +130,8 @@ class Snapshot:
         commits = [c for c in listing.commits if c.version <= self.version]
         if not commits or commits[-1].version != self.version:
             return None  # the commit file is gone (log cleanup)
+        from lakequery.history import commit_timestamps
+
         ms = commit_timestamps(self._storage, commits, self.properties)[-1]
         return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
@@ -176,6 +178,8 @@ class Snapshot:
         strings = [table.column(n) for n in raw_names]
         table = table.drop_columns(raw_names)
         if specs:
+            from lakequery.protocol.partitions import partition_struct_from_strings
+
             parts = partition_struct_from_strings(
                 strings, specs, length=table.num_rows, empty_is_null=True
             )

@@ -22,11 +22,11 @@ import pyarrow.dataset as ds
 from lakequery.arrow_buffers import bits_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
-from lakequery.engines.variant_files import has_variant, variant_files
+from lakequery.engines.variant_files import variant_files
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.predicates import referenced_columns, to_pyarrow
-from lakequery.protocol.schema import StructType
+from lakequery.protocol.schema import StructType, has_variant
 from lakequery.storage.engine_errors import translated
 from udfs.dv_mask import keep_bits
 

@@ -31,9 +31,7 @@ import pyarrow as pa
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, int_values, python_scalar
 from lakequery.duckdb_databases import engine_cursor, is_engine_cursor
-from lakequery.engines import keep_masks
 from lakequery.engines.deletion import deleted_rows
-from lakequery.engines.keep_masks import KeepMask
 from lakequery.engines.layout import (
     ColumnSpec,
     FileGroup,
@@ -52,14 +50,14 @@ from lakequery.engines.sql_types import (
     quote_ident,
     quote_str,
 )
-from lakequery.engines.variant_files import has_variant, variant_files
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
-from lakequery.protocol.schema import PrimitiveType
+from lakequery.protocol.schema import PrimitiveType, has_variant
 from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
+    from lakequery.engines.keep_masks import KeepMask
     from lakequery.scan import Scan
 
 
@@ -709,6 +707,8 @@ def _annotated_variants(
     names = [s.name for s in specs if not s.partition and has_variant(s.delta_type)]
     if not names:
         return False
+    from lakequery.engines.variant_files import variant_files  # variant columns only
+
     files = variant_files(scan, names, con)
     return files is not None and files.annotated
 
@@ -788,20 +788,25 @@ def _relation(
         one_scan = len(groups) == 1 or layout == "join"
         builder.settle(one_scan, numbered=with_positions)
     keep: list[tuple[FileGroup, KeepMask]] | None = None
-    if keep_masks.applicable(scan, deleted, row_ids=builder.row_ids):
-        by_values = file_groups(plan, partition_names) if layout == "hive" else groups
-        with_dv = [FileGroup(g.values, [p for p in g.locations if p in deleted]) for g in by_values]
-        try:
-            keep = keep_masks.register(
-                con,
-                scan,
-                deleted,
-                [g for g in with_dv if g.locations],
-                storage.duckdb_path,
-                _file_key,
-            )
-        except duckdb.Error as exc:
-            raise _missing_file(exc, list(deleted)) from exc
+    if deleted:
+        from lakequery.engines import keep_masks  # tables with DVs only
+
+        if keep_masks.applicable(scan, deleted, row_ids=builder.row_ids):
+            by_values = file_groups(plan, partition_names) if layout == "hive" else groups
+            with_dv = [
+                FileGroup(g.values, [p for p in g.locations if p in deleted]) for g in by_values
+            ]
+            try:
+                keep = keep_masks.register(
+                    con,
+                    scan,
+                    deleted,
+                    [g for g in with_dv if g.locations],
+                    storage.duckdb_path,
+                    _file_key,
+                )
+            except duckdb.Error as exc:
+                raise _missing_file(exc, list(deleted)) from exc
     masked: list[_Branch] = []
     if keep is not None:
         # files with DVs are read by position in branches of partition literals; the
@@ -850,8 +855,11 @@ def _relation(
     try:
         return con.sql(f"SELECT {out_cols} FROM ({body}){where}")
     except duckdb.Error as exc:  # binding reads Parquet footers: the store may fail
-        if retry and keep is not None and keep_masks.forget_missing(con, exc):
-            return _relation(scan, con, row_ids, retry=False)
+        if retry and keep is not None:
+            from lakequery.engines import keep_masks
+
+            if keep_masks.forget_missing(con, exc):
+                return _relation(scan, con, row_ids, retry=False)
         raise_storage_failure(exc, plan.location_list[0] if plan.location_list else "")
         if "No files found" in str(exc):
             require_local_files(scan)  # names the missing file (error path only)

@@ -18,7 +18,6 @@ from lakequery import arrow_kernels as pc
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_name_map
 from lakequery.protocol.schema import DeltaType
-from lakequery.row_grouping import group_rows
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan, ScanPlan
@@ -62,6 +61,8 @@ def file_groups(plan: ScanPlan, partition_names: Sequence[str]) -> list[FileGrou
     """Groups the plan's files by the partition values of ``partition_names``."""
     if not partition_names or plan.num_files == 0:
         return [FileGroup({}, plan.location_list)] if plan.num_files else []
+    from lakequery.row_grouping import group_rows  # partitioned scans only
+
     parts = plan.files.column("partition_values").combine_chunks()
     # nulls are a group of their own (see lakequery.row_grouping)
     groups = group_rows([pc.struct_field(parts, n) for n in partition_names])

@@ -39,23 +39,13 @@ from lakequery.protocol.schema import (
     DeltaType,
     MapType,
     StructType,
+    has_variant,
     is_arrow_list,
     is_variant,
 )
 
 if TYPE_CHECKING:
     from lakequery.scan import Scan
-
-
-def has_variant(t: DeltaType) -> bool:
-    """True when the type holds a variant at any depth."""
-    if isinstance(t, StructType):
-        return any(has_variant(f.type) for f in t.fields)
-    if isinstance(t, ArrayType):
-        return has_variant(t.element)
-    if isinstance(t, MapType):
-        return has_variant(t.key) or has_variant(t.value)
-    return is_variant(t)
 
 
 @dataclass(frozen=True)

@@ -321,6 +321,17 @@ def is_variant(t: DeltaType) -> bool:
     return isinstance(t, PrimitiveType) and t.name == "variant"
 
 
+def has_variant(t: DeltaType) -> bool:
+    """True when the type holds a variant at any depth."""
+    if isinstance(t, StructType):
+        return any(has_variant(f.type) for f in t.fields)
+    if isinstance(t, ArrayType):
+        return has_variant(t.element)
+    if isinstance(t, MapType):
+        return has_variant(t.key) or has_variant(t.value)
+    return is_variant(t)
+
+
 def is_geo(t: DeltaType) -> bool:
     """True for ``geometry(...)`` and ``geography(...)`` types."""
     return isinstance(t, PrimitiveType) and _GEO_RE.match(t.name) is not None
