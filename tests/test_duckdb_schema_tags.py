@@ -219,6 +219,36 @@ def test_missing_tagged_file_is_reported(
         lq.DeltaTable(uri).snapshot().scan().to_duckdb()
 
 
+@pytest.mark.parametrize("long", [False, True])
+def test_long_file_lists_are_stat_ed_on_their_first_build_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long: bool
+) -> None:
+    """A stat costs ~3-4 us a file, so a list longer than ``STAT_EVERY_BUILD`` is checked on
+    its first build in the process only (a file removed later surfaces as DuckDB's error
+    when the query runs); shorter lists at every build."""
+    import duckdb
+
+    if long:
+        monkeypatch.setattr(duck, "STAT_EVERY_BUILD", 2)
+    uri = str(tmp_path / "t")
+    for i in range(3):
+        lq.write(uri, pa.table({"x": [i]}), mode="append")
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    assert sorted(scan.to_duckdb().fetchall()) == [(0,), (1,), (2,)]
+    Path(scan.plan().location_list[-1]).unlink()
+    if long:
+        rel = lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+        with pytest.raises(duckdb.IOException, match="No files found"):
+            rel.fetchall()
+    else:
+        with pytest.raises(ObjectNotFoundError):
+            lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+    # a list not built before is checked at its first build, long or not
+    lq.write(uri, pa.table({"x": [3]}), mode="append")
+    with pytest.raises(ObjectNotFoundError):
+        lq.DeltaTable(uri).snapshot().scan().to_duckdb()
+
+
 def test_timestamp_columns_stored_two_ways_read_in_any_session(tmp_path: Path) -> None:
     """A ``timestamp`` column stored as INT96 (Spark's default) in one file and as a
     UTC-adjusted timestamp in another: DuckDB's cast between the two follows the session's
