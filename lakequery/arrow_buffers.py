@@ -13,6 +13,8 @@ Example:
     ([0, 1, 2], [True, False, True])
     >>> int64_scalar(0).as_py(), int_values(int64_array([5, 6]).slice(1)).tolist()
     (0, [6])
+    >>> large_list_array([0, 2, 2, 3], bool_array([True, False, True]), [True, False, True]).to_pylist()
+    [[True, False], None, [True]]
     >>> python_array([{"a": 1, "b": ["x"]}, None], pa.struct([("a", pa.int32()),
     ...     ("b", pa.list_(pa.string()))])).to_pylist()
     [{'a': 1, 'b': ['x']}, None]
@@ -53,6 +55,23 @@ def bits_array(bits: Any, n: int) -> pa.BooleanArray:
     """A ``bool`` array of ``n`` values over already packed bits (a NumPy ``uint8`` array,
     least significant bit first, e.g. ``udfs.dv_mask.keep_bits``)."""
     out: Any = pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    return out  # type: ignore[no-any-return]
+
+
+def large_list_array(offsets: Any, values: pa.Array[Any], valid: Any) -> pa.LargeListArray:
+    """A ``large_list`` array over ``values``: list ``i`` holds ``values[offsets[i]:
+    offsets[i + 1]]`` and is null where ``valid[i]`` is False (``LargeListArray.from_arrays``
+    with a mask imports ``pyarrow.compute``)."""
+    ends = np.ascontiguousarray(offsets, dtype=np.int64)
+    flags = np.ascontiguousarray(valid, dtype=np.bool_)
+    n = len(flags)
+    if len(ends) != n + 1:
+        raise ValueError(f"{n} lists need {n + 1} offsets, not {len(ends)}")
+    validity = None if flags.all() else pa.py_buffer(np.packbits(flags, bitorder="little"))
+    out: Any = pa.Array.from_buffers(
+        pa.large_list(values.type), n, [validity, pa.py_buffer(ends)], children=[values]
+    )
+    out.validate()
     return out  # type: ignore[no-any-return]
 
 

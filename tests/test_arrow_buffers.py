@@ -16,6 +16,7 @@ from lakequery.arrow_buffers import (
     empty_table,
     int64_array,
     int_values,
+    large_list_array,
     python_array,
     python_scalar,
 )
@@ -107,3 +108,26 @@ def test_scalars_tables_and_the_refused_types() -> None:
     assert empty_table(schema).equals(schema.empty_table())
     with pytest.raises(TypeError, match="does not build"):
         python_array([1.5], pa.float64())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(st.booleans(), max_size=5)), max_size=8))
+def test_large_list_array_equals_pyarrows_from_arrays(rows: list[list[bool] | None]) -> None:
+    """Null lists span no values here, as the Polars keep masks have them."""
+    sizes = [0 if r is None else len(r) for r in rows]
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    flat = [v for r in rows if r is not None for v in r]
+    valid = [r is not None for r in rows]
+    got = large_list_array(offsets, bool_array(flat), valid)
+    mask = pa.array([not v for v in valid], pa.bool_())
+    want = pa.LargeListArray.from_arrays(
+        pa.array(offsets, pa.int64()), pa.array(flat, pa.bool_()), mask=mask
+    )
+    assert got.type == pa.large_list(pa.bool_())
+    assert got.equals(want)
+    assert got.to_pylist() == rows
+
+
+def test_large_list_array_refuses_offsets_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="3 lists need 4 offsets"):
+        large_list_array([0, 1, 2], bool_array([True, False]), [True, True, True])
