@@ -58,7 +58,7 @@ def bits_array(bits: Any, n: int) -> pa.BooleanArray:
     return out  # type: ignore[no-any-return]
 
 
-def large_list_array(offsets: Any, values: pa.Array[Any], valid: Any) -> pa.LargeListArray:
+def large_list_array(offsets: Any, values: pa.Array[Any], valid: Any) -> pa.LargeListArray[Any]:
     """A ``large_list`` array over ``values``: list ``i`` holds ``values[offsets[i]:
     offsets[i + 1]]`` and is null where ``valid[i]`` is False (``LargeListArray.from_arrays``
     with a mask imports ``pyarrow.compute``)."""
@@ -67,9 +67,9 @@ def large_list_array(offsets: Any, values: pa.Array[Any], valid: Any) -> pa.Larg
     n = len(flags)
     if len(ends) != n + 1:
         raise ValueError(f"{n} lists need {n + 1} offsets, not {len(ends)}")
-    validity = None if flags.all() else pa.py_buffer(np.packbits(flags, bitorder="little"))
+    validity = None if flags.all() else _buffer(np.packbits(flags, bitorder="little"))
     out: Any = pa.Array.from_buffers(
-        pa.large_list(values.type), n, [validity, pa.py_buffer(ends)], children=[values]
+        pa.large_list(values.type), n, [validity, _buffer(ends)], children=[values]
     )
     out.validate()
     return out  # type: ignore[no-any-return]
