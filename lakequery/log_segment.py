@@ -58,6 +58,11 @@ class TableState:
     #: incremental update filters with the metadata and the clock of the new version, as
     #: a fresh replay would (None for synthetic states: then ``txns``).
     raw_txns: Mapping[str, Mapping[str, Any]] | None = None
+    #: True when this state's own load found every live data file on disk, each by its
+    #: link check's ``lstat`` (local tables with few files per directory; False after an
+    #: incremental update): the engines then need not stat a long file list again
+    #: (:func:`lakequery.engines.layout.require_local_files`).
+    files_found: bool = False
 
 
 def log_dir(storage: Storage) -> str:
@@ -224,6 +229,7 @@ def _replay_loaded(
     props = TableProperties(metadata.configuration)
     now_ms = int(time.time() * 1000)
     files = pa.table({})
+    files_found = False
     if with_files:
         files = replay_files(
             con,
@@ -237,7 +243,7 @@ def _replay_loaded(
             small=reader.small,
             where=log_dir(storage),
         )
-        check_files(storage, files)
+        files_found = check_files(storage, files)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}
     domains = {
         str(d["domain"]): str(d.get("configuration") or "")
@@ -253,14 +259,16 @@ def _replay_loaded(
         domains,
         segment,
         raw_txns,
+        files_found,
     )
 
 
-def check_files(storage: Storage, files: pa.Table) -> None:
+def check_files(storage: Storage, files: pa.Table) -> bool:
     """Refuses replayed files lakequery must not read, before any is read: paths escaping
     the root or on other storage (:func:`check_paths`), malformed deletion vector
     descriptors and DV paths escaping the root (:func:`check_descriptors`), and files
     reached through a symbolic link out of a local root (:meth:`Storage.check_links`).
+    True when the link check found every data file on disk (:attr:`TableState.files_found`).
 
     Raises:
         InvalidPathError: a path escapes the root.
@@ -268,7 +276,7 @@ def check_files(storage: Storage, files: pa.Table) -> None:
     """
     check_paths(files, root=storage.root)
     check_descriptors(files, root=storage.root)
-    storage.check_links(files)
+    return storage.check_links(files)
 
 
 def _unexpired_txns(

@@ -226,6 +226,7 @@ def _apply(
     txns = _unexpired_txns(
         raw_txns, TableProperties(metadata.configuration), int(time.time() * 1000)
     )
+    # files_found stays False: the files carried over were found at an earlier load
     return TableState(new[-1].version, protocol, metadata, files, txns, domains, segment, raw_txns)
 
 

@@ -21,6 +21,7 @@ from tablekit import TableKit
 
 import lakequery as lq
 from lakequery.engines import duckdb as duck
+from lakequery.engines import layout
 from lakequery.errors import ObjectNotFoundError
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 
@@ -229,7 +230,7 @@ def test_long_file_lists_are_stat_ed_on_their_first_build_only(
     import duckdb
 
     if long:
-        monkeypatch.setattr(duck, "STAT_EVERY_BUILD", 2)
+        monkeypatch.setattr(layout, "STAT_EVERY_BUILD", 2)
     uri = str(tmp_path / "t")
     for i in range(3):
         lq.write(uri, pa.table({"x": [i]}), mode="append")

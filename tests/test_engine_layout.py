@@ -237,3 +237,110 @@ def test_hive_values_from_file_names_on_s3(
         zip(*(rows[c].to_pylist() for c in rel.columns), strict=True)
     )
     assert sorted(rel.filter("i = 1").fetchall()) == [("a", 1, 0), ("a", 1, 2)]
+
+
+def _partitioned_copy(tmp_path: Path, partitions: int) -> str:
+    """A table of ``partitions`` one-file partitions, copied to a path this process has
+    never loaded (so the next snapshot is a full load, not an update of a cached state)."""
+    uri = str(tmp_path / "written")
+    data = pa.table({"p": list(range(partitions)), "x": list(range(partitions))})
+    lq.write(uri, data, partition_by="p")
+    copy = tmp_path / "copy"
+    shutil.copytree(uri, copy)
+    return str(copy)
+
+
+def _build(scan: lq.Scan, engine: str) -> Any:
+    return scan.to_duckdb() if engine == "duckdb" else scan.to_polars()
+
+
+def _count_stats(monkeypatch: pytest.MonkeyPatch, root: str) -> list[str]:
+    """Records the data files of ``root`` the engines' existence check looks at."""
+    import os
+
+    seen: list[str] = []
+    exists = os.path.exists
+
+    def counting(path: Any) -> bool:
+        if str(path).startswith(root) and str(path).endswith(".parquet"):
+            seen.append(str(path))
+        return exists(path)
+
+    monkeypatch.setattr(os.path, "exists", counting)
+    return seen
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "polars"])
+def test_a_load_that_found_every_file_spares_long_lists_a_second_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """The load's link check ``lstat``s every file of a partitioned local table; the engines
+    then skip their own stat of a long list, and still stat a short one at every build."""
+    from lakequery.engines import layout
+
+    uri = _partitioned_copy(tmp_path, 3)
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap._state.files_found is True
+    seen = _count_stats(monkeypatch, uri)
+    _build(snap.scan(), engine)
+    _build(snap.scan(), engine)
+    assert len(seen) == 6  # 3 files: a short list, stat'ed at each build
+    seen.clear()
+    monkeypatch.setattr(layout, "STAT_EVERY_BUILD", 2)
+    _build(snap.scan(), engine)
+    assert seen == []  # a long list the load found: not stat'ed again
+    # removed after the load: an error when the query binds (DuckDB expands the Hive
+    # paths, then lakequery names the file) or runs (Polars)
+    Path(snap.scan().plan().location_list[1]).unlink()
+    with pytest.raises(Exception, match=r"(?i)no such|not found|no files found"):
+        built = _build(snap.scan(), engine)
+        built.fetchall() if engine == "duckdb" else built.collect()
+
+
+def test_only_a_full_load_that_lstat_ed_every_file_counts(tmp_path: Path) -> None:
+    """Flat tables are checked by listing their directory (no file is looked at one by
+    one), and an incremental update carries files found at an earlier load: neither
+    counts as found."""
+    uri = _partitioned_copy(tmp_path, 3)
+    assert lq.DeltaTable(uri).snapshot()._state.files_found is True
+    lq.write(uri, pa.table({"p": [7], "x": [7]}), mode="append")
+    updated = lq.DeltaTable(uri).snapshot()
+    assert updated.version == 1 and updated._state.files_found is False
+    flat = tmp_path / "flat"
+    for i in range(9):  # 9 files in the root: listed, not lstat'ed
+        lq.write(str(flat), pa.table({"x": [i]}), mode="append")
+    shutil.copytree(flat, tmp_path / "flat_copy")
+    assert lq.DeltaTable(str(tmp_path / "flat_copy")).snapshot()._state.files_found is False
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "polars"])
+def test_long_lists_are_stat_ed_once_per_process_by_every_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> None:
+    """Where the load did not find every file, a long list is stat'ed on its first build
+    in the process only, by the DuckDB and the Polars engine alike; a file removed after
+    that surfaces as the engine's own error when the query runs."""
+    from lakequery.engines import layout
+
+    monkeypatch.setattr(layout, "STAT_EVERY_BUILD", 2)
+    flat = tmp_path / "flat"
+    for i in range(9):
+        lq.write(str(flat), pa.table({"x": [i]}), mode="append")
+    uri = str(tmp_path / "copy")
+    shutil.copytree(flat, uri)
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap._state.files_found is False
+    seen = _count_stats(monkeypatch, uri)
+    _build(snap.scan(), engine)
+    assert len(seen) == 9
+    seen.clear()
+    _build(snap.scan(), engine)
+    assert seen == []
+    _build(snap.scan(filter="x >= 3"), engine)  # another list: stat'ed at its first build
+    assert len(seen) == 6
+    last = snap.scan(filter="x = 8").plan().location_list
+    Path(last[0]).unlink()
+    with pytest.raises(Exception, match=r"(?i)no such file|not found|no files found") as info:
+        built = _build(snap.scan(), engine)
+        built.fetchall() if engine == "duckdb" else built.collect()
+    assert not isinstance(info.value, lq.ObjectNotFoundError)

@@ -291,29 +291,6 @@ def _remember(key: tuple[str, ...], types: _StoredSchemas) -> None:
     _SHARED_TYPES[key] = types
 
 
-#: Hashes of the long file lists a relation build found on the local disk. A stat costs
-#: ~3-4 us a file (0.6 s for 200,000); data files are immutable, so a list longer than
-#: :data:`STAT_EVERY_BUILD` is stat'ed on its first build in the process only, and a file
-#: removed after that (VACUUM) surfaces as DuckDB's error when the query runs, as on
-#: object stores. Shorter lists are stat'ed at every build.
-_FOUND: dict[int, None] = {}
-_FOUND_MAX = 4096
-STAT_EVERY_BUILD = 1024
-
-
-def _require_local_files(scan: Scan, locations: list[str]) -> None:
-    if len(locations) <= STAT_EVERY_BUILD:
-        require_local_files(scan, locations)
-        return
-    key = hash((scan.snapshot.storage.root, tuple(locations)))
-    if key in _FOUND:
-        return
-    require_local_files(scan, locations)
-    if len(_FOUND) >= _FOUND_MAX:
-        _FOUND.pop(next(iter(_FOUND)))
-    _FOUND[key] = None
-
-
 #: Deleted-row keys up to this many go to DuckDB as a NumPy array, more as an Arrow table.
 #: Same rows either way; an anti-join against 50,000 or 250,000 keys cost the same in both
 #: forms (DuckDB 1.5.5, 5M probe rows), against 2M keys the NumPy scan measured up to 1.4x
@@ -864,7 +841,7 @@ def _relation(
         # Files whose footers nobody read: DuckDB opens them only when the query runs (it
         # binds a declared scan with its first file alone), so a missing one (a vacuumed
         # version) is named here, not as DuckDB's error in the caller's fetch.
-        _require_local_files(scan, [p for b in branches for p in b.locations])
+        require_local_files(scan, [p for b in branches for p in b.locations])
     body = " UNION ALL ".join(builder.branch_sql(b) for b in branches)
     if tracking is not None:
         from lakequery.row_tracking.reading import with_row_tracking_sql
@@ -885,5 +862,5 @@ def _relation(
                 return _relation(scan, con, row_ids, retry=False)
         raise_storage_failure(exc, plan.location_list[0] if plan.location_list else "")
         if "No files found" in str(exc):
-            require_local_files(scan)  # names the missing file (error path only)
+            require_local_files(scan, always=True)  # names the missing file
         raise

@@ -138,11 +138,13 @@ class Storage(abc.ABC):
 
     # --- symbolic links (local tables) ---------------------------------------------------------
 
-    def check_links(self, files: pa.Table) -> None:
+    def check_links(self, files: pa.Table) -> bool:
         """Refuses replayed files that are, or lie below, a symbolic link leading out of
         the table root (local tables, :mod:`lakequery.storage.local_links`; object stores
-        have no links)."""
+        have no links). True when the check found every data file on the way (here:
+        nothing was looked at)."""
         del files
+        return False
 
     def check_write_directory(self, directory: str) -> None:
         """Refuses to write into ``directory`` when it is reached through a link leading

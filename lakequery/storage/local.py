@@ -65,19 +65,19 @@ class LocalStorage(Storage):
         with self._translate(path, "delete"), contextlib.suppress(FileNotFoundError):
             os.remove(self._fs_path(path))
 
-    def check_links(self, files: pa.Table) -> None:
+    def check_links(self, files: pa.Table) -> bool:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
-        are, or lie below, a symbolic link leading out of the table root."""
+        are, or lie below, a symbolic link leading out of the table root. True when every
+        data file was found on the way (each by its own ``lstat``)."""
         from lakequery import arrow_kernels as pc
         from lakequery.dv.descriptor import u_prefixes
         from lakequery.protocol.file_locations import all_plain_relative, external_mask
 
         if files.num_rows == 0:
-            return
+            return True
         keys = files.column("path")  # chunked: no copy of every path
-        relative = (
-            keys if all_plain_relative(keys) else pc.filter(keys, pc.invert(external_mask(keys)))
-        )
+        plain = all_plain_relative(keys)
+        relative = keys if plain else pc.filter(keys, pc.invert(external_mask(keys)))
         dv_dirs = None
         if "deletion_vector" in files.column_names:
             dv = files.column("deletion_vector")
@@ -90,7 +90,8 @@ class LocalStorage(Storage):
                 on_disk = pc.and_kleene(pc.is_valid(kind), pc.match_substring_regex(kind, "^u$"))
                 # chunked as it is (combine_chunks of no chunks would import pandas)
                 dv_dirs = u_prefixes(pc.filter(path, on_disk))
-        self.links.check_relative(relative, dv_dirs)
+        # files outside the root (shallow clones) are not looked at
+        return self.links.check_relative(relative, dv_dirs) and plain
 
     def check_write_directory(self, directory: str) -> None:
         """Refuses to write into ``directory`` when a link between the root and it leads

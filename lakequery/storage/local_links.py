@@ -141,13 +141,17 @@ class LinkGuard:
         self,
         files: pa.Array[Any] | pa.ChunkedArray[Any],
         dv_dirs: pa.Array[Any] | pa.ChunkedArray[Any] | None = None,
-    ) -> None:
+    ) -> bool:
         """Refuses the table's files that are (or lie below) a link leading outside.
 
         Args:
             files: decoded paths relative to the root (strings; repeats allowed).
             dv_dirs: relative directories of ``u`` deletion vector files (their prefixes);
                 in them any link named like a DV file counts as one the log refers to.
+
+        Returns:
+            True when every file was found by its own ``lstat`` (few files per directory),
+            False when the directories were listed instead or a file is missing.
         """
         import pyarrow as pa
 
@@ -177,6 +181,7 @@ class LinkGuard:
             while path and path not in directories:
                 directories.add(path)
                 path = path.rpartition("/")[0]
+        every_file_found = False
         if len(files) < FILES_PER_LISTING * len(directories):
             # few files per directory (a partitioned table, an update adding a few files):
             # one lstat per file is cheaper than listing every directory; the directories
@@ -193,13 +198,13 @@ class LinkGuard:
                 d for p, kids in siblings.items() if len(kids) < FILES_PER_LISTING for d in kids
             ]
             names = cast("list[str]", pc.unique(files).to_pylist())  # nulls dropped above
-            self._refuse_escaping_links([*single, *names])
+            every_file_found = self._refuse_escaping_links([*single, *names])
             scanned, candidates = sorted(dv_set), set()  # DV files are known by their names
         else:
             scanned, candidates = sorted(directories), directories
         links = self.links_in(scanned)
         if not links:
-            return
+            return every_file_found
         if isinstance(files, pa.ChunkedArray):
             files = files.combine_chunks()
         named = pc.is_in(pa.array(links, pa.string()), value_set=files).to_pylist()
@@ -208,18 +213,22 @@ class LinkGuard:
             is_dv = parent in dv_set and _DV_NAME.fullmatch(name) is not None
             if is_file or is_dv or link in candidates:
                 self.refuse_if_escaping(link)
+        return every_file_found
 
-    def _refuse_escaping_links(self, relatives: Iterable[str]) -> None:
+    def _refuse_escaping_links(self, relatives: Iterable[str]) -> bool:
         """One ``lstat`` per path (relative, never the root); the links among them are
-        refused when they lead out of the root."""
+        refused when they lead out of the root. True when every path was found."""
         lstat, is_link, base = os.lstat, stat.S_ISLNK, self.root.rstrip("/") + "/"
+        found = True
         for relative in relatives:
             try:
                 mode = lstat(base + relative).st_mode
             except (FileNotFoundError, NotADirectoryError):
-                continue  # missing: reported as such when read
+                found = False  # missing: reported as such when read
+                continue
             if is_link(mode):
                 self.refuse_if_escaping(relative)
+        return found
 
 
 __all__ = ["LinkGuard"]

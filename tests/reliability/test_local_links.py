@@ -392,3 +392,21 @@ def test_dv_paths_escaping_the_root_are_refused(
     with pytest.raises(lq.DeletionVectorError, match=reason) as info:
         lq.DeltaTable(str(root)).snapshot().scan().to_arrow()
     assert info.value.data_file == add["path"]
+
+
+def test_the_check_tells_whether_it_found_every_file(tmp_path: Path) -> None:
+    """``check_relative`` is True only when each file was ``lstat``'ed and found (what
+    lets the engines skip their own stat of a long list): not for a missing file, nor for
+    files checked by listing their directory."""
+    from lakequery.storage.local_links import FILES_PER_LISTING, LinkGuard
+
+    for d in ("a=1", "a=2"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "f.parquet").write_bytes(b"x")
+    guard = LinkGuard(str(tmp_path))
+    assert guard.check_relative(pa.array(["a=1/f.parquet", "a=2/f.parquet"])) is True
+    assert guard.check_relative(pa.array(["a=1/f.parquet", "a=3/f.parquet"])) is False
+    flat = [f"f{i}.parquet" for i in range(FILES_PER_LISTING)]
+    for name in flat:
+        (tmp_path / name).write_bytes(b"x")
+    assert guard.check_relative(pa.array(flat)) is False  # listed, not looked at one by one
