@@ -228,6 +228,7 @@ class LinkGuard:
                 continue
             if is_link(mode):
                 self.refuse_if_escaping(relative)
+                found = found and os.path.exists(base + relative)  # a link inside may dangle
         return found
 
 

@@ -406,6 +406,10 @@ def test_the_check_tells_whether_it_found_every_file(tmp_path: Path) -> None:
     guard = LinkGuard(str(tmp_path))
     assert guard.check_relative(pa.array(["a=1/f.parquet", "a=2/f.parquet"])) is True
     assert guard.check_relative(pa.array(["a=1/f.parquet", "a=3/f.parquet"])) is False
+    (tmp_path / "a=2" / "g.parquet").symlink_to(tmp_path / "a=2" / "gone.parquet")
+    assert guard.check_relative(pa.array(["a=1/f.parquet", "a=2/g.parquet"])) is False
+    (tmp_path / "a=2" / "gone.parquet").write_bytes(b"x")  # a link inside the root, to a file
+    assert guard.check_relative(pa.array(["a=1/f.parquet", "a=2/g.parquet"])) is True
     flat = [f"f{i}.parquet" for i in range(FILES_PER_LISTING)]
     for name in flat:
         (tmp_path / name).write_bytes(b"x")
