@@ -40,8 +40,10 @@ Example:
     >>> os.mkdir(os.path.join(root, "a=1"))
     >>> os.symlink("a=1", os.path.join(root, "a=2"))      # inside the root: followed
     >>> os.symlink("/", os.path.join(root, "a=3"))        # outside: refused
+    >>> open(os.path.join(root, "a=1", "f.parquet"), "w").close()
     >>> import pyarrow as pa
-    >>> LinkGuard(root).check_relative(pa.array(["a=2/f.parquet"]))
+    >>> LinkGuard(root).check_relative(pa.array(["a=2/f.parquet"]))  # every file found
+    True
     >>> LinkGuard(root).check_relative(pa.array(["a=3/f.parquet"]))
     Traceback (most recent call last):
     ...
