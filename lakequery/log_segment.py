@@ -63,6 +63,11 @@ class TableState:
     #: incremental update): the engines then need not stat a long file list again
     #: (:func:`lakequery.engines.layout.require_local_files`).
     files_found: bool = False
+    #: True when this state's load found every live file's path plainly relative (no
+    #: scheme, no leading or trailing ``/``, no ``..``:
+    #: :func:`~lakequery.protocol.file_locations.all_plain_relative`), so that a scan
+    #: need not look at its paths again; False when some is not, or nobody looked.
+    plain_paths: bool = False
 
 
 def log_dir(storage: Storage) -> str:
@@ -229,7 +234,7 @@ def _replay_loaded(
     props = TableProperties(metadata.configuration)
     now_ms = int(time.time() * 1000)
     files = pa.table({})
-    files_found = False
+    files_found = plain_paths = False
     if with_files:
         files = replay_files(
             con,
@@ -243,7 +248,7 @@ def _replay_loaded(
             small=reader.small,
             where=log_dir(storage),
         )
-        files_found = check_files(storage, files)
+        files_found, plain_paths = check_files(storage, files)
     raw_txns = {str(txn["appId"]): txn for _, txn in found["txn"]}
     domains = {
         str(d["domain"]): str(d.get("configuration") or "")
@@ -260,23 +265,31 @@ def _replay_loaded(
         segment,
         raw_txns,
         files_found,
+        plain_paths,
     )
 
 
-def check_files(storage: Storage, files: pa.Table) -> bool:
+def check_files(storage: Storage, files: pa.Table) -> tuple[bool, bool]:
     """Refuses replayed files lakequery must not read, before any is read: paths escaping
     the root or on other storage (:func:`check_paths`), malformed deletion vector
     descriptors and DV paths escaping the root (:func:`check_descriptors`), and files
     reached through a symbolic link out of a local root (:meth:`Storage.check_links`).
-    True when the link check found every data file on disk (:attr:`TableState.files_found`).
+
+    Returns:
+        Whether the link check found every data file on disk
+        (:attr:`TableState.files_found`), and whether every path is plainly relative
+        (:attr:`TableState.plain_paths`; one pass over the paths serves both checks).
 
     Raises:
         InvalidPathError: a path escapes the root.
         DeletionVectorError: a malformed descriptor.
     """
-    check_paths(files, root=storage.root)
+    from lakequery.protocol.file_locations import all_plain_relative
+
+    plain = files.num_rows == 0 or all_plain_relative(files.column("path"))
+    check_paths(files, root=storage.root, plain=plain)
     check_descriptors(files, root=storage.root)
-    return storage.check_links(files)
+    return storage.check_links(files, plain=plain), plain
 
 
 def _unexpired_txns(

@@ -213,7 +213,7 @@ def _apply(
         small=reader.small,
         where=log_dir(storage),
     )
-    check_files(storage, added)
+    _, added_plain = check_files(storage, added)
     files = _merge_files(con, state.files, added)
     raw_txns: dict[str, Mapping[str, Any]] = dict(state.raw_txns or {})
     raw_txns.update((str(t["appId"]), t) for _, t in found["txn"])
@@ -227,7 +227,17 @@ def _apply(
         raw_txns, TableProperties(metadata.configuration), int(time.time() * 1000)
     )
     # files_found stays False: the files carried over were found at an earlier load
-    return TableState(new[-1].version, protocol, metadata, files, txns, domains, segment, raw_txns)
+    return TableState(
+        new[-1].version,
+        protocol,
+        metadata,
+        files,
+        txns,
+        domains,
+        segment,
+        raw_txns,
+        plain_paths=state.plain_paths and added_plain,  # removes only take paths away
+    )
 
 
 def _merge_files(con: duckdb.DuckDBPyConnection, base: pa.Table, added: pa.Table) -> pa.Table:

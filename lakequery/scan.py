@@ -184,11 +184,12 @@ class Scan:
             )
             mask = prune_mask(files, self.filter, columns)
             files = pc.filter(files, mask)
-        return self._plan_of(files, total)
+        # the load's look at the paths holds for any subset of them
+        return self._plan_of(files, total, plain=self.snapshot._state.plain_paths or None)
 
-    def _plan_of(self, files: pa.Table, total: int) -> ScanPlan:
+    def _plan_of(self, files: pa.Table, total: int, *, plain: bool | None = None) -> ScanPlan:
         # the table's own files under its root, a shallow clone's at their absolute URI
-        locations = file_locations(self.snapshot.storage.root, files.column("path"))
+        locations = file_locations(self.snapshot.storage.root, files.column("path"), plain=plain)
         return ScanPlan(files, total, locations)
 
     def restricted_to(self, files: pa.Table) -> Scan:

@@ -148,16 +148,18 @@ def normalize_location(location: str) -> str:
     return re.sub(_S3_URI, "s3://", re.sub(_LOCAL_URI, "/", location))
 
 
-def file_locations(root: str, keys: Any) -> pa.StringArray:
+def file_locations(root: str, keys: Any, *, plain: bool | None = None) -> pa.StringArray:
     """The storage location of each replay key: ``root/key`` for the table's own files,
-    the normalized absolute location for external ones (vectorised, one pass)."""
+    the normalized absolute location for external ones (vectorised, one pass). ``plain``:
+    :func:`all_plain_relative` of the keys when the caller already knows it (a load's
+    answer holds for any subset of its files)."""
     if isinstance(keys, pa.ChunkedArray):
         # no files (a filter pruned them all): combine_chunks() of no chunks, like a Python
         # list, makes pyarrow import pandas (0.15-0.2 s of a fresh process)
         keys = keys.combine_chunks() if keys.num_chunks else pa.nulls(0, keys.type)
     # an Arrow kernel, not a Python list: pyarrow imports pandas on its first list
     inside: Any = pc.utf8_replace_slice(keys, start=0, stop=0, replacement=root + "/")
-    if all_plain_relative(keys):
+    if plain if plain is not None else all_plain_relative(keys):
         return inside  # type: ignore[no-any-return]
     external = external_mask(keys)
     if not pc.any(external).as_py():

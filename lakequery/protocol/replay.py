@@ -257,12 +257,13 @@ def replay_tombstones(
         con.execute(f"DROP TABLE IF EXISTS {_WINNERS}")
 
 
-def check_paths(files: pa.Table, *, root: str) -> None:
+def check_paths(files: pa.Table, *, root: str, plain: bool | None = None) -> None:
     """Refuses live files lakequery must not read, by the rule of
     :mod:`lakequery.protocol.file_locations`: a ``..`` segment, or an absolute location
     on another kind of storage than the table's. Absolute locations on the table's own
     storage (a shallow clone's files, digest §4.3) are accepted; those inside the root were
-    already made relative by :func:`key_sql`.
+    already made relative by :func:`key_sql`. ``plain``: :func:`all_plain_relative` of the
+    paths, when the caller has it.
 
     Raises:
         InvalidPathError: naming the first offending path and why.
@@ -272,8 +273,8 @@ def check_paths(files: pa.Table, *, root: str) -> None:
     if files.num_rows == 0:
         return
     path = files.column("path")
-    if all_plain_relative(path):  # most tables: one pass over the bytes, no regex
-        return
+    if plain if plain is not None else all_plain_relative(path):
+        return  # most tables: one pass over the bytes, no regex
     # a finer pre-filter in Arrow, then the exact rule for the candidates
     candidates = pc.or_(
         pc.or_(pc.match_substring(path, ":"), pc.starts_with(path, "/")),

@@ -138,12 +138,14 @@ class Storage(abc.ABC):
 
     # --- symbolic links (local tables) ---------------------------------------------------------
 
-    def check_links(self, files: pa.Table) -> bool:
+    def check_links(self, files: pa.Table, *, plain: bool | None = None) -> bool:
         """Refuses replayed files that are, or lie below, a symbolic link leading out of
         the table root (local tables, :mod:`lakequery.storage.local_links`; object stores
         have no links). True when the check found every data file on the way (here:
-        nothing was looked at)."""
-        del files
+        nothing was looked at). ``plain``: whether every path is plainly relative
+        (:func:`~lakequery.protocol.file_locations.all_plain_relative`), when the caller
+        has it."""
+        del files, plain
         return False
 
     def check_write_directory(self, directory: str) -> None:

@@ -65,10 +65,11 @@ class LocalStorage(Storage):
         with self._translate(path, "delete"), contextlib.suppress(FileNotFoundError):
             os.remove(self._fs_path(path))
 
-    def check_links(self, files: pa.Table) -> bool:
+    def check_links(self, files: pa.Table, *, plain: bool | None = None) -> bool:
         """Refuses replayed files (relative ``path`` keys and ``u`` deletion vectors) that
         are, or lie below, a symbolic link leading out of the table root. True when every
-        data file was found on the way (each by its own ``lstat``)."""
+        data file was found on the way (each by its own ``lstat``). ``plain``: as in
+        :meth:`Storage.check_links`."""
         from lakequery import arrow_kernels as pc
         from lakequery.dv.descriptor import u_prefixes
         from lakequery.protocol.file_locations import all_plain_relative, external_mask
@@ -76,7 +77,8 @@ class LocalStorage(Storage):
         if files.num_rows == 0:
             return True
         keys = files.column("path")  # chunked: no copy of every path
-        plain = all_plain_relative(keys)
+        if plain is None:
+            plain = all_plain_relative(keys)
         relative = keys if plain else pc.filter(keys, pc.invert(external_mask(keys)))
         dv_dirs = None
         if "deletion_vector" in files.column_names:

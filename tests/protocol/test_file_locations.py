@@ -1,13 +1,19 @@
 """The byte-level fast path of the file-location rule (``all_plain_relative``) against
-the exact, regex-based rule it lets replay skip."""
+the exact, regex-based rule it lets replay skip, and how often a load and its scans run
+it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lakequery as lq
 from lakequery.protocol.file_locations import all_plain_relative, external_mask, refusals
 
 # Characters that matter to the rule, plus ordinary ones and a multi-byte one.
@@ -37,3 +43,51 @@ def test_fast_path_says_plain_for_ordinary_keys_only() -> None:
         assert not all_plain_relative(pa.array([*plain, bad])), bad
     assert not all_plain_relative(pa.array(["p", None]))  # nulls go to the exact rule
     assert not all_plain_relative(pa.array([b"p"], pa.binary()))  # other types too
+
+
+def test_a_load_looks_at_its_paths_once_and_scans_reuse_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full load runs the byte-level pass once for its path and link checks and keeps
+    the answer (``TableState.plain_paths``); its scans' locations then need no pass. A
+    shallow clone's absolute paths, or an update adding such a path, make it False, and
+    the locations are still right."""
+    from lakequery.protocol import file_locations
+
+    uri = str(tmp_path / "t")
+    for i in range(3):
+        lq.write(uri, pa.table({"p": [i % 2], "x": [i]}), partition_by=["p"], mode="append")
+    calls: list[int] = []
+    real = file_locations.all_plain_relative
+
+    def counted(keys: Any) -> bool:
+        calls.append(len(keys))
+        return real(keys)
+
+    monkeypatch.setattr(file_locations, "all_plain_relative", counted)
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap._state.plain_paths is True
+    assert calls == [3]  # the path check and the link check share one pass
+    plan = snap.scan(filter="p = 1").plan()
+    assert calls == [3]  # the plan's locations reuse it
+    assert sorted(plan.location_list) == sorted(
+        str(Path(uri) / p) for p in plan.files.column("path").to_pylist()
+    )
+
+    clone = str(tmp_path / "clone")
+    lq.DeltaTable(uri).clone(clone)
+    cloned = lq.DeltaTable(clone).snapshot()
+    assert cloned._state.plain_paths is False
+    assert sorted(cloned.scan().plan().location_list) == sorted(snap.scan().plan().location_list)
+    assert lq.DeltaTable(clone).snapshot().scan().to_arrow().num_rows == 3
+
+    # an incremental update keeps the answer only while the new adds are plain too
+    updated = lq.DeltaTable(uri)
+    first = updated.snapshot()
+    lq.write(uri, pa.table({"p": [5], "x": [5]}), mode="append")
+    assert updated.snapshot().version == first.version + 1
+    assert updated.snapshot()._state.plain_paths is True
+    table = lq.DeltaTable(clone)
+    table.snapshot()
+    lq.write(clone, pa.table({"p": [6], "x": [6]}), mode="append")
+    assert table.snapshot()._state.plain_paths is False  # the clone's own files stay absolute
