@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -388,8 +387,7 @@ def _first_line(msg: str) -> str:
     return re.sub(r"\s+", " ", msg.strip().splitlines()[0] if msg.strip() else msg)[:400]
 
 
-@dataclass(frozen=True)
-class _Group:
+class _Group(NamedTuple):
     """A struct of a Parquet schema (or its root): the fields by name, each a nested
     struct or None (a leaf, a list or a map: never projected field by field)."""
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -42,8 +41,7 @@ from lakequery.protocol.schema import DeltaType, PrimitiveType, validate_type_ch
 from lakequery.storage import Storage
 
 
-@dataclass(frozen=True)
-class TableState:
+class TableState(NamedTuple):
     """Everything replay produced for one version."""
 
     version: int
@@ -103,8 +101,8 @@ def find_listing(storage: Storage, version: int | None) -> Listing:
 
 
 def _drop_checkpoint(listing: Listing, segment: LogSegment) -> Listing:
-    return replace(
-        listing, checkpoints=tuple(c for c in listing.checkpoints if c != segment.checkpoint)
+    return listing._replace(
+        checkpoints=tuple(c for c in listing.checkpoints if c != segment.checkpoint)
     )
 
 

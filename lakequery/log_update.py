@@ -24,7 +24,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -153,7 +152,7 @@ def _with_newer_checkpoint(state: TableState, listing: Listing) -> TableState:
         return state
     if segment.checkpoint is not None and segment.checkpoint.sort_key >= at_version[-1].sort_key:
         return state
-    return replace(state, segment=LogSegment(state.version, at_version[-1], ()))
+    return state._replace(segment=LogSegment(state.version, at_version[-1], ()))
 
 
 def _same_base(listing: Listing, segment: LogSegment) -> bool:

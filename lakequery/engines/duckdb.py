@@ -21,8 +21,7 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 import numpy as np
@@ -226,8 +225,7 @@ _METADATA_CACHE_SET: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSe
 MAX_UNION_GROUPS = 64
 
 
-@dataclass(frozen=True)
-class _Branch:
+class _Branch(NamedTuple):
     """One ``read_parquet`` over files that share how they are read."""
 
     locations: list[str]
@@ -270,8 +268,7 @@ def _file_key_sql(column: str) -> str:
 _ROW_KEY_SPAN = 1 << 32
 
 
-@dataclass(frozen=True)
-class _StoredSchemas:
+class _StoredSchemas(NamedTuple):
     """What the footers of a list of files told: the column types all of them share, or
     (when they differ) which files store the same schema."""
 
@@ -399,9 +396,9 @@ class _Builder:
             known, _ = self._read_footers([where[loc] for loc in locations])
             _remember(key, known)
         if known.shared is not None:
-            return [replace(b, types=known.shared) for b in branches]
+            return [b._replace(types=known.shared) for b in branches]
         return [
-            replace(b, types=self._group_types(known.group_of or {}, b.locations[0]))
+            b._replace(types=self._group_types(known.group_of or {}, b.locations[0]))
             for b in branches
         ]
 
@@ -430,7 +427,7 @@ class _Builder:
         for location in branch.locations:
             parts.setdefault(schema_of[location], []).append(location)
         return [
-            replace(branch, locations=locs, types=self._group_types(schema_of, locs[0]))
+            branch._replace(locations=locs, types=self._group_types(schema_of, locs[0]))
             for locs in parts.values()
         ]
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import pyarrow as pa
 
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
     from lakequery.scan import Scan, ScanPlan
 
 
-@dataclass(frozen=True)
-class ColumnSpec:
+class ColumnSpec(NamedTuple):
     """One logical top-level column of a scan."""
 
     name: str  # logical name
@@ -49,8 +47,7 @@ def column_specs(scan: Scan, names: Sequence[str] | None = None) -> list[ColumnS
     return out
 
 
-@dataclass(frozen=True)
-class FileGroup:
+class FileGroup(NamedTuple):
     """Files that share one tuple of partition values."""
 
     values: dict[str, Any]  # logical partition column -> Python value

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from lakequery.errors import ProtocolError, UnsupportedFeatureError
 from lakequery.protocol.schema import PrimitiveType, StructType, iter_fields
 
 
-@dataclass(frozen=True)
-class FeatureSupport:
+class FeatureSupport(NamedTuple):
     """What lakequery does with one table feature."""
 
     kind: str  # "reader-writer" | "writer"

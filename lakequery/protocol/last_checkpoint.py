@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
-@dataclass(frozen=True)
-class LastCheckpoint:
+class LastCheckpoint(NamedTuple):
     """The fields of the hint lakequery uses."""
 
     version: int

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lakequery.errors import CorruptLogError, VersionNotFoundError
 
@@ -28,8 +28,7 @@ _CRC = re.compile(r"^(\d{20})\.crc$")
 _CHECKPOINT_RANK = {"classic": 0, "multi": 1, "uuid": 2}
 
 
-@dataclass(frozen=True)
-class LogName:
+class LogName(NamedTuple):
     """What a ``_delta_log`` file name says about itself."""
 
     kind: str  # commit | checkpoint | compacted | crc
@@ -64,8 +63,7 @@ def classify(name: str) -> LogName | None:
     return None
 
 
-@dataclass(frozen=True)
-class LogFile:
+class LogFile(NamedTuple):
     """One classified file of the log, with its listing facts."""
 
     path: str
@@ -78,8 +76,7 @@ class LogFile:
         return self.name.version
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(NamedTuple):
     """A complete checkpoint: one file, or every part of a multi-part checkpoint."""
 
     version: int
@@ -96,8 +93,7 @@ class Checkpoint:
         )
 
 
-@dataclass(frozen=True)
-class LogSegment:
+class LogSegment(NamedTuple):
     """The files that reconstruct one version: a checkpoint (optional) plus commits."""
 
     version: int
@@ -109,8 +105,7 @@ class LogSegment:
         return self.checkpoint.version if self.checkpoint else 0
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     """A classified listing of ``_delta_log`` (names ascending)."""
 
     commits: tuple[LogFile, ...]
