@@ -6,7 +6,10 @@ in Arrow's registry, importing ``pydoc`` on the way), and its objects make the
 interpreter's exit slower too: a tenth of a fresh ``to_duckdb()`` on a small table (issue
 16, benchmarks/RESULTS.md section 8). The kernels themselves live in ``pyarrow._compute``
 (~6 ms): ``call_function`` and the option classes are what those wrappers call, and
-``pyarrow.compute`` re-exports both as public API (the fallback import below).
+``pyarrow.compute`` re-exports both as public API (the fallback import below). It is
+imported on the first kernel call: lists of at most :data:`FEW_ROWS` strings (the link
+check's directories, a plan's locations) are handled as Python strings instead, so a
+DuckDB read of a small table without deletion vectors never imports it.
 
 So the modules a plain read or write runs (replay and its load checks, planning, the
 DuckDB engine's layout, deletion vectors, the writer's partitioning and statistics, the
@@ -31,22 +34,44 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-try:  # where the kernels live (pyarrow 3 and later)
-    from pyarrow import _compute as _arrow
-except ImportError:  # pragma: no cover - the public names, should pyarrow move them
-    import pyarrow.compute as _arrow  # type: ignore[no-redef]
+if TYPE_CHECKING:
+    from pyarrow._compute import Expression as Expression
 
-call_function = _arrow.call_function
-#: The class of ``pyarrow.compute`` expressions (for ``isinstance``).
-Expression = _arrow.Expression
+
+@functools.cache
+def _compute() -> Any:
+    """``pyarrow._compute``, imported on the first kernel call: a read of a small table
+    without deletion vectors calls none (~5 ms of a fresh process, import and exit)."""
+    try:  # where the kernels live (pyarrow 3 and later)
+        from pyarrow import _compute as module
+    except ImportError:  # pragma: no cover - the public names, should pyarrow move them
+        import pyarrow.compute as module  # type: ignore[no-redef]
+    return module
+
+
+def call_function(name: str, args: list[Any], options: Any = None, memory_pool: Any = None) -> Any:
+    """``pyarrow.compute.call_function``."""
+    return _compute().call_function(name, args, options, memory_pool)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Expression":  # the class of ``pyarrow.compute`` expressions (isinstance)
+        return _compute().Expression
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Arity of a kernel taking any number of arguments.
 VARARGS = -1
+
+#: Up to this many strings, Python's string methods cost less than a kernel call (and, in
+#: a fresh process, the kernels' import); from 200,000 on they cost 10-30x more.
+FEW_ROWS = 1024
 
 
 def _kernel(name: str, arity: int, options_name: str | None = None) -> Callable[..., Any]:
@@ -59,7 +84,7 @@ def _kernel(name: str, arity: int, options_name: str | None = None) -> Callable[
     def build(*args: Any, **kwargs: Any) -> Any:
         if options_name is None:
             raise TypeError(f"{name} takes no options, got {args or kwargs}")
-        return getattr(_arrow, options_name)(*args, **kwargs)
+        return getattr(_compute(), options_name)(*args, **kwargs)
 
     def call(*args: Any, memory_pool: Any = None, options: Any = None, **kwargs: Any) -> Any:
         if arity == VARARGS:
@@ -150,7 +175,8 @@ def cast(
 ) -> Any:
     """``pyarrow.compute.cast`` to a ``DataType``: safe unless ``safe=False``."""
     if options is None:
-        safe_cast = _arrow.CastOptions.unsafe if safe is False else _arrow.CastOptions.safe
+        options_class = _compute().CastOptions
+        safe_cast = options_class.unsafe if safe is False else options_class.safe
         options = safe_cast(target_type)
     elif target_type is not None or safe is not None:
         raise ValueError("cast takes target_type and safe, or options, not both")
@@ -185,4 +211,4 @@ def index(data: Any, value: Any) -> Any:
         scalar = pa.scalar(scalar, type=data.type)
     elif data.type != scalar.type:
         scalar = pa.scalar(scalar.as_py(), type=data.type)
-    return call_function("index", [data], _arrow.IndexOptions(scalar))
+    return call_function("index", [data], _compute().IndexOptions(scalar))

@@ -622,3 +622,34 @@ print(json.dumps(dict(done=[deleted, version, removed], loaded=loaded)))
     assert got["done"][:2] == [2, 2] and got["done"][2] >= 4  # the first write's files
     ids = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("id").to_pylist()
     assert sorted(ids) == [0, 2, 3, 5]
+
+
+def test_small_duckdb_reads_without_deletion_vectors_call_no_kernel(tmp_path: Path) -> None:
+    """``pyarrow._compute`` (~5 ms of a fresh process, import and exit) is imported on the
+    first Arrow kernel call (``lakequery.arrow_kernels``): DuckDB reads of a small table
+    without deletion vectors, flat or read from a checkpoint, make none (their short lists
+    of paths are handled as Python strings). A table with deletion vectors then imports
+    it, and reads right."""
+    plain = str(tmp_path / "plain")
+    for k in range(3):
+        lq.write(plain, pa.table({"id": pa.array([k, k + 10], pa.int64())}), mode="append")
+    checkpointed = str(tmp_path / "cp")
+    for k in range(4):
+        lq.write(checkpointed, pa.table({"id": pa.array([k], pa.int64())}), mode="append")
+    lq.DeltaTable(checkpointed).checkpoint()
+    lq.write(checkpointed, pa.table({"id": pa.array([9], pa.int64())}), mode="append")
+    dv, kept = _dv_table(tmp_path / "dv")
+    code = f"""
+import json, sys
+import lakequery as lq
+counts = [lq.DeltaTable(u).snapshot().scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
+          for u in {[plain, checkpointed]!r}]
+before = "pyarrow._compute" in sys.modules
+dv = lq.DeltaTable({dv!r}).snapshot().scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
+print(json.dumps(dict(counts=counts, before=before, dv=dv,
+                      after="pyarrow._compute" in sys.modules)))
+"""
+    got = run_python(code, tmp_path)
+    assert got["counts"] == [6, 5]
+    assert got["before"] is False
+    assert got["dv"] == kept and got["after"] is True

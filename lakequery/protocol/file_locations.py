@@ -47,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
+from lakequery.arrow_buffers import python_array
 
 #: A key that is an absolute location: a URI scheme or an absolute OS path.
 ABSOLUTE_PATTERN = r"^([a-zA-Z][a-zA-Z0-9+.-]*:|/)"
@@ -157,9 +158,15 @@ def file_locations(root: str, keys: Any, *, plain: bool | None = None) -> pa.Str
         # no files (a filter pruned them all): combine_chunks() of no chunks, like a Python
         # list, makes pyarrow import pandas (0.15-0.2 s of a fresh process)
         keys = keys.combine_chunks() if keys.num_chunks else pa.nulls(0, keys.type)
-    # an Arrow kernel, not a Python list: pyarrow imports pandas on its first list
+    if plain is None:
+        plain = all_plain_relative(keys)
+    if plain and len(keys) <= pc.FEW_ROWS and pa.types.is_string(keys.type):
+        # a short list as Python strings (no kernel call), built buffer by buffer:
+        # pa.array of a Python list would make pyarrow import pandas
+        short: Any = python_array([f"{root}/{k}" for k in keys.to_pylist()], pa.string())
+        return short  # type: ignore[no-any-return]
     inside: Any = pc.utf8_replace_slice(keys, start=0, stop=0, replacement=root + "/")
-    if plain if plain is not None else all_plain_relative(keys):
+    if plain:
         return inside  # type: ignore[no-any-return]
     external = external_mask(keys)
     if not pc.any(external).as_py():

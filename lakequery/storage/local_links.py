@@ -75,6 +75,45 @@ FILES_PER_LISTING = 8
 _PARENT_BATCH = 1 << 12
 
 
+def parent_directories(files: Any) -> set[str]:
+    """The directory of each relative path (the part before its last ``/``; a path in the
+    root has none), vectorised for long lists and as Python strings for short ones
+    (:data:`~lakequery.arrow_kernels.FEW_ROWS`: no kernel call). Nulls are skipped."""
+    import pyarrow as pa
+
+    from lakequery import arrow_kernels as pc
+
+    if len(files) <= pc.FEW_ROWS:
+        return {p.rpartition("/")[0] for p in files.to_pylist() if p is not None and "/" in p}
+    # Python lists, not pa.array of Python values: pyarrow's first conversion of a Python
+    # value imports pandas (0.2-0.4 s of a fresh process, see test_lazy_import)
+    if files.null_count:
+        files = pc.drop_null(files)
+    parents: set[str] = set()
+    # the copies go to malloc, which hands them back: Arrow's pool would keep them
+    # resident, raising the process's peak memory after every snapshot load
+    pool = pa.system_memory_pool()
+    for start in range(0, len(files), _PARENT_BATCH):
+        # split once at the last "/", without a regex; list_slice, not list_element (a
+        # Python index would make pyarrow import pandas); in batches, so the copies stay
+        # small next to the snapshot
+        part: Any = files.slice(start, _PARENT_BATCH)
+        split = pc.split_pattern(part, "/", max_splits=1, reverse=True, memory_pool=pool)
+        first = pc.list_flatten(pc.list_slice(split, 0, 1, memory_pool=pool))
+        parents.update(pc.unique(pc.filter(first, pc.not_equal(first, part))).to_pylist())
+    return parents
+
+
+def distinct_paths(files: Any) -> list[str]:
+    """The distinct non-null paths of ``files`` (as :func:`parent_directories`: Python
+    strings for a short list, a kernel for a long one)."""
+    from lakequery import arrow_kernels as pc
+
+    if len(files) <= pc.FEW_ROWS:
+        return list(dict.fromkeys(p for p in files.to_pylist() if p is not None))
+    return cast("list[str]", pc.unique(pc.drop_null(files)).to_pylist())
+
+
 class LinkGuard:
     """Checks paths under one local table root (an absolute OS path) for links out of it."""
 
@@ -159,23 +198,7 @@ class LinkGuard:
 
         from lakequery import arrow_kernels as pc
 
-        # Python lists, not pa.array of Python values: pyarrow's first conversion of a
-        # Python value imports pandas (0.2-0.4 s of a fresh process, see test_lazy_import)
-        if files.null_count:
-            files = pc.drop_null(files)
-        parents: set[Any] = set()
-        # the copies go to malloc, which hands them back: Arrow's pool would keep them
-        # resident, raising the process's peak memory after every snapshot load
-        pool = pa.system_memory_pool()
-        for start in range(0, len(files), _PARENT_BATCH):
-            # each file's directory, without a regex: split once at the last "/" (a file
-            # in the root splits into itself and is left out; the root is always listed);
-            # list_slice, not list_element (a Python index would make pyarrow import
-            # pandas); in batches, so the copies stay small next to the snapshot
-            part: Any = files.slice(start, _PARENT_BATCH)
-            split = pc.split_pattern(part, "/", max_splits=1, reverse=True, memory_pool=pool)
-            first = pc.list_flatten(pc.list_slice(split, 0, 1, memory_pool=pool))
-            parents.update(pc.unique(pc.filter(first, pc.not_equal(first, part))).to_pylist())
+        parents = parent_directories(files)
         dv_parents = [] if dv_dirs is None else pc.unique(dv_dirs).to_pylist()
         dv_set = {str(d).strip("/") for d in dv_parents if d is not None}
         directories = {""}
@@ -199,7 +222,7 @@ class LinkGuard:
             single = [
                 d for p, kids in siblings.items() if len(kids) < FILES_PER_LISTING for d in kids
             ]
-            names = cast("list[str]", pc.unique(files).to_pylist())  # nulls dropped above
+            names = distinct_paths(files)
             every_file_found = self._refuse_escaping_links([*single, *names])
             scanned, candidates = sorted(dv_set), set()  # DV files are known by their names
         else:

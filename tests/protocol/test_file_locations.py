@@ -91,3 +91,27 @@ def test_a_load_looks_at_its_paths_once_and_scans_reuse_the_answer(
     table.snapshot()
     lq.write(clone, pa.table({"p": [6], "x": [6]}), mode="append")
     assert table.snapshot()._state.plain_paths is False  # the clone's own files stay absolute
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_KEY, max_size=8), st.sampled_from(["s", "ls"]), st.booleans())
+def test_short_and_long_lists_get_the_same_locations(
+    keys: list[str], kind: str, chunked: bool
+) -> None:
+    """A short list of plain keys is prefixed as Python strings, a long one by an Arrow
+    kernel: the same locations, for any keys and string type."""
+    from lakequery import arrow_kernels
+    from lakequery.protocol.file_locations import file_locations
+
+    arr = pa.array(keys, pa.string() if kind == "s" else pa.large_string())
+    value: Any = pa.chunked_array([arr], arr.type) if chunked else arr
+    short = file_locations("/root", value)
+    saved = arrow_kernels.FEW_ROWS
+    arrow_kernels.FEW_ROWS = -1
+    try:
+        long = file_locations("/root", value)
+    finally:
+        arrow_kernels.FEW_ROWS = saved
+    assert short.to_pylist() == long.to_pylist()
+    if all_plain_relative(arr):
+        assert short.to_pylist() == [f"/root/{k}" for k in keys]

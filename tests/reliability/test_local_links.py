@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lakequery as lq
 
@@ -138,10 +140,22 @@ def test_links_inside_the_root_are_followed(
     assert ids(lq.DeltaTable(str(root)).snapshot().scan().to_arrow()) == [-1, *genuine[1]]
 
 
+@pytest.fixture(params=["short", "long"])
+def lists(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The directories of a table's files found as Python strings (a short list) or by
+    Arrow kernels (a long one: every list counts as long here)."""
+    if request.param == "long":
+        monkeypatch.setattr("lakequery.arrow_kernels.FEW_ROWS", 0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("files", [3, 12])
-def test_flat_tables_are_checked_by_listing_and_by_lstat(tmp_path: Path, files: int) -> None:
+def test_flat_tables_are_checked_by_listing_and_by_lstat(
+    tmp_path: Path, files: int, lists: str
+) -> None:
     """Many files per directory are checked by listing it, few with one lstat each
-    (``FILES_PER_LISTING``): both find the link, neither refuses a stray one."""
+    (``FILES_PER_LISTING``): both find the link, neither refuses a stray one, whichever
+    way the files' directories are found."""
     from lakequery.storage.local_links import FILES_PER_LISTING
 
     assert (files >= FILES_PER_LISTING) == (files == 12)
@@ -162,7 +176,7 @@ def test_flat_tables_are_checked_by_listing_and_by_lstat(tmp_path: Path, files: 
 
 @pytest.mark.parametrize("levels", [1, 2])
 def test_many_partition_directories_are_checked_in_their_parents_listing(
-    tmp_path: Path, levels: int
+    tmp_path: Path, levels: int, lists: str
 ) -> None:
     """With one file per partition directory the files get one lstat each, and the
     directories, many under one parent, are seen in that parent's listing: a directory
@@ -414,3 +428,38 @@ def test_the_check_tells_whether_it_found_every_file(tmp_path: Path) -> None:
     for name in flat:
         (tmp_path / name).write_bytes(b"x")
     assert guard.check_relative(pa.array(flat)) is False  # listed, not looked at one by one
+
+
+_SEGMENT = st.text(st.sampled_from([*"ab=.", "é"]), min_size=0, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join)),
+        max_size=12,
+    ),
+    st.integers(0, 3),
+)
+def test_short_and_long_lists_find_the_same_directories(
+    paths: list[str | None], cut: int
+) -> None:
+    """Python strings (a short list) and Arrow kernels (a long one) give the same
+    directories and the same distinct paths, for chunked and sliced input with nulls."""
+    from lakequery import arrow_kernels
+    from lakequery.storage.local_links import distinct_paths, parent_directories
+
+    arr = pa.array(paths, pa.string())
+    inputs = [arr, arr.slice(min(cut, len(paths))), pa.chunked_array([arr.slice(cut), arr])]
+    for files in inputs:
+        short = (parent_directories(files), distinct_paths(files))
+        saved = arrow_kernels.FEW_ROWS
+        arrow_kernels.FEW_ROWS = -1
+        try:
+            long = (parent_directories(files), distinct_paths(files))
+        finally:
+            arrow_kernels.FEW_ROWS = saved
+        assert short[0] == long[0]
+        assert sorted(short[1]) == sorted(long[1]) and len(set(short[1])) == len(short[1])
+        expected = {p.rpartition("/")[0] for p in files.to_pylist() if p and "/" in p}
+        assert short[0] == expected
