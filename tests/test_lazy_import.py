@@ -197,7 +197,8 @@ def test_a_whole_table_duckdb_read_imports_no_predicate_language_nor_thread_pool
 ) -> None:
     """A read without a filter needs neither the predicate language nor file skipping
     (~3.5 ms), nor the SQL renderer of predicates (~4 ms); the deletion vectors of a few
-    local files are read in turn, without ``concurrent.futures`` (~2 ms). A filtered read
+    local files are read in turn, without ``concurrent.futures`` (~2 ms); ``numpy.typing``
+    (~1 ms: it parses docstrings when imported) is for annotations only. A filtered read
     in the same process then loads the predicate language and still skips files."""
     kit = TableKit(tmp_path / "t")
     kit.create(pa.schema([("id", pa.int64())]), protocol=dv_protocol())
@@ -217,7 +218,7 @@ import lakequery as lq
 snap = lq.DeltaTable({kit.uri!r}).snapshot()
 count = snap.scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
 watched = ("lakequery.protocol.predicate_ast", "lakequery.protocol.predicate_sql",
-           "lakequery.protocol.skipping", "concurrent.futures")
+           "lakequery.protocol.skipping", "concurrent.futures", "numpy.typing")
 loaded = sorted(m for m in watched if m in sys.modules)
 plan = snap.scan(filter="id >= 100").plan()
 print(json.dumps(dict(count=count, loaded=loaded, files=plan.num_files,

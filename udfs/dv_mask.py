@@ -18,8 +18,12 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def _int64(values: npt.ArrayLike) -> npt.NDArray[np.int64]:

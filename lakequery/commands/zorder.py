@@ -23,10 +23,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,6 +40,9 @@ from udfs.zorder import (
     raw_keys_int64,
     uint64_output,
 )
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 Curve = Literal["zorder", "hilbert"]
 #: Raw keys kept per column to choose quantile boundaries.

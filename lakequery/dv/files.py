@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 from pyroaring import BitMap64
 
 from lakequery.dv.bitmap import deserialize
@@ -30,6 +29,8 @@ from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import DeletionVectorError, LakeQueryError, ObjectNotFoundError
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from lakequery.storage import Storage
 
 _CACHE_ENTRIES = 4096

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
@@ -17,6 +16,8 @@ from lakequery.arrow_buffers import int64_array, int64_scalar
 from lakequery.dv.descriptor import Descriptor
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from lakequery.scan import ScanPlan
     from lakequery.storage import Storage
 

@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from lakequery import arrow_kernels as pc
 from lakequery.duckdb_databases import engine_database, is_engine_cursor
@@ -66,6 +65,7 @@ from lakequery.engines.sql_types import glob_list_sql
 
 if TYPE_CHECKING:
     import duckdb
+    import numpy.typing as npt
 
     from lakequery.scan import Scan
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
@@ -42,6 +41,8 @@ from lakequery.protocol.schema import (
 from udfs.dv_mask import keep_bits
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from lakequery.scan import Scan
 
 #: Polars' own Delta reader passes keep masks to its Parquet scan through this hook; when a
@@ -107,7 +108,7 @@ def polars_relabel(expr: pl.Expr, t: DeltaType) -> pl.Expr:
 
 
 #: A file's deleted row positions and its row count (``numRecords``).
-_Deletions = tuple[npt.NDArray[np.int64], int]
+_Deletions: TypeAlias = "tuple[npt.NDArray[np.int64], int]"
 
 
 def _deletion_callback(
