@@ -441,9 +441,7 @@ _SEGMENT = st.text(st.sampled_from([*"ab=.", "é"]), min_size=0, max_size=4)
     ),
     st.integers(0, 3),
 )
-def test_short_and_long_lists_find_the_same_directories(
-    paths: list[str | None], cut: int
-) -> None:
+def test_short_and_long_lists_find_the_same_directories(paths: list[str | None], cut: int) -> None:
     """Python strings (a short list) and Arrow kernels (a long one) give the same
     directories and the same distinct paths, for chunked and sliced input with nulls."""
     from lakequery import arrow_kernels
