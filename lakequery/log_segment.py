@@ -119,7 +119,13 @@ def load_state(
     protocol, metadata, txns and domains. ``listing`` is a listing of the log already
     made (from the hint's checkpoint or from version 0), saving the LIST."""
     with loaded_log(
-        storage, version, con, with_files=with_files, file_actions=with_files, listing=listing
+        storage,
+        version,
+        con,
+        with_files=with_files,
+        file_actions=with_files,
+        listing=listing,
+        close=True,
     ) as (state, _cur):
         return state
 
@@ -133,13 +139,16 @@ def loaded_log(
     with_files: bool = False,
     file_actions: bool = True,
     listing: Listing | None = None,
+    close: bool = False,
 ) -> Iterator[tuple[TableState, duckdb.DuckDBPyConnection]]:
     """:func:`load_state`, with the segment's actions still loaded on the cursor for the
     block (the reader's relations, :data:`~lakequery.log_reader.COMMITS` and the others),
     so that a caller that replays more from them (the checkpoint writer: adds and
     tombstones) does not load the log a second time. ``file_actions``: load the file
     actions of the checkpoint too (see :meth:`LogReader.load`). The relations are dropped
-    when the block ends; the cursor (``con``, else a new one) stays usable."""
+    when the block ends; the cursor (``con``, else a new one) stays usable, unless
+    ``close``: then a cursor opened here is closed instead, which drops them at once
+    (0.1 ms against 0.5-1.9 ms for the statements that drop them one by one)."""
     if listing is None:
         listing = find_listing(storage, version)
     listed_from_start = False
@@ -169,7 +178,10 @@ def loaded_log(
     try:
         yield state, cur
     finally:
-        reader.drop()
+        if close and con is None:
+            cur.close()
+        else:
+            reader.drop()
 
 
 def _is_checkpoint_error(exc: Exception, segment: LogSegment) -> bool:
@@ -327,5 +339,4 @@ def load_tombstones(storage: Storage, state: TableState, cutoff_ms: int | None =
             cutoff_ms=cutoff_ms,
         )
     finally:
-        reader.drop()
-        con.close()
+        con.close()  # and with it what the reader created
