@@ -422,14 +422,27 @@ def test_filter_matching_nothing_yields_empty_results(dataset: Dataset) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_arrow_reader_streams_batches(dataset: Dataset) -> None:
+def test_arrow_reader_streams_batches(dataset: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakequery.engines import arrow
+
+    monkeypatch.setattr(arrow, "BATCH_ROWS", ROWS_PER_FILE)  # a batch per file read
     reader = lq.DeltaTable(dataset.uri).snapshot().scan(columns=["id", "s"]).to_arrow_reader()
     assert isinstance(reader, pa.RecordBatchReader)
     assert reader.schema.names == ["id", "s"]
     batches = list(reader)
-    assert len(batches) > 1
-    assert all(b.num_rows <= 8 * ROWS_PER_FILE for b in batches)
+    assert len(batches) == len(dataset.files)
+    assert all(b.num_rows <= ROWS_PER_FILE for b in batches)
     assert sum(b.num_rows for b in batches) == len(dataset.rows)
+
+
+def test_arrow_reader_joins_small_files_into_one_batch(dataset: Dataset) -> None:
+    """Files of several partitions go through one scanner, and their small batches are
+    finished together: each keeps its own partition values."""
+    scan = lq.DeltaTable(dataset.uri).snapshot().scan(columns=["id", "s", "i"])
+    batches = list(scan.to_arrow_reader())
+    assert len(batches) == 1
+    got = sorted(zip(*(batches[0].column(c).to_pylist() for c in ("id", "s", "i")), strict=True))
+    assert got == sorted((r["id"], r["s"], r["i"]) for r in dataset.rows)
 
 
 def test_duckdb_reads_parquet_natively(dataset: Dataset) -> None:

@@ -1,12 +1,15 @@
 """PyArrow adapter: a streaming RecordBatchReader over the pruned files.
 
 Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
-physical schema (files that lack a column yield nulls, narrower types are cast up), one
-partition-value group at a time. Files with deletion vectors go through the same scanner
-without filter pushdown; every batch is tagged with its file and a file's batches arrive in
-order, so its rows' physical positions are known and a numpy kernel masks the deleted
-ones. Each batch is then relabelled to logical names, given its partition columns and
-filtered. Memory stays bounded by a few batches.
+physical schema (files that lack a column yield nulls, narrower types are cast up): one
+scanner over every file when no file has a DV, its batches tagged with their file and so
+with their partition values; otherwise one partition-value group at a time. Files with
+deletion vectors go through the same scanner without filter pushdown; every batch is
+tagged with its file and a file's batches arrive in order, so its rows' physical positions
+are known and a numpy kernel masks the deleted ones. Batches are then relabelled to
+logical names, given their partition columns and filtered, small ones together (up to
+:data:`BATCH_ROWS` rows: a table of many small files gives a small batch per file, and
+finishing one costs ~0.1 ms whatever its size). Memory stays bounded by a few batches.
 """
 
 from __future__ import annotations
@@ -93,10 +96,39 @@ class _Reader:
         self.deleted = deleted_rows(self.plan, snap.storage)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        for group in self.groups:
-            if self.row_ids is not None:
+        """The scan's batches: the files' batches finished together up to
+        :data:`BATCH_ROWS` rows (finishing one costs ~0.1 ms whatever its size, and a table
+        of many small files yields a small batch per file)."""
+        raws: list[pa.RecordBatch] = []
+        groups: list[FileGroup] = []
+        rows = 0
+        for raw, group in self._raw_batches():
+            raws.append(raw)
+            groups.append(group)
+            rows += raw.num_rows
+            if rows >= BATCH_ROWS:
+                yield from self._finish(raws, groups)
+                raws, groups, rows = [], [], 0
+        if raws:
+            yield from self._finish(raws, groups)
+
+    def _raw_batches(self) -> Iterator[tuple[pa.RecordBatch, FileGroup]]:
+        """Non-empty batches as read (physical names, deleted rows dropped), each with the
+        group of its file."""
+        if self.row_ids is not None:  # every file read whole, in order
+            for group in self.groups:
                 yield from self._masked_batches(group, list(group.locations))
-                continue
+            return
+        if len(self.groups) > 1 and not self.deleted:
+            # one scanner over every group's files: a dataset and scanner per group cost
+            # ~0.4 ms each (0.36 of the 0.53 s of a 1,000-partition table's 1M rows)
+            locations = [p for g in self.groups for p in g.locations]
+            try:
+                yield from self._grouped_batches(locations)
+            except FileNotFoundError as exc:
+                raise _missing(exc, locations, self.to_fs) from exc
+            return
+        for group in self.groups:
             plain = [p for p in group.locations if p not in self.deleted]
             masked = [loc for loc in group.locations if loc in self.deleted]
             try:
@@ -119,16 +151,36 @@ class _Reader:
         except FileNotFoundError as exc:
             raise _missing(exc, locations, self.to_fs) from exc
 
-    def _dataset_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+    def _dataset_batches(
+        self, group: FileGroup, locations: list[str]
+    ) -> Iterator[tuple[pa.RecordBatch, FileGroup]]:
         dataset = self._dataset(locations)
         batches = dataset.to_batches(
             columns=self.phys.names, filter=self.pushdown, batch_size=BATCH_ROWS
         )
         for raw in translated(batches, locations[0] if locations else ""):
             if raw.num_rows:
-                yield from self._finish(raw, group)
+                yield raw, group
 
-    def _masked_batches(self, group: FileGroup, locations: list[str]) -> Iterator[pa.RecordBatch]:
+    def _grouped_batches(self, locations: list[str]) -> Iterator[tuple[pa.RecordBatch, FileGroup]]:
+        """Files of several partition groups through one scanner: ``scan_batches`` tags
+        each batch with its file, whose group gives the partition columns."""
+        dataset = self._dataset(locations)
+        fragments = [f.path for f in dataset.get_fragments()]  # in the order of locations
+        group_of = {p: g for g in self.groups for p in g.locations}
+        by_path = {f: group_of[loc] for f, loc in zip(fragments, locations, strict=True)}
+        scanner = dataset.scanner(
+            columns=self.phys.names, filter=self.pushdown, batch_size=BATCH_ROWS
+        )
+        for tagged in translated(scanner.scan_batches(), locations[0]):
+            raw = tagged.record_batch
+            if raw.num_rows:
+                fragment: Any = tagged.fragment  # a FileFragment: it has a path
+                yield raw, by_path[fragment.path]
+
+    def _masked_batches(
+        self, group: FileGroup, locations: list[str]
+    ) -> Iterator[tuple[pa.RecordBatch, FileGroup]]:
         """Files with DVs through the same dataset scanner (no filter pushdown and so no
         row-group skipping: positions must stay those of the whole file). ``scan_batches``
         tags every batch with its file and yields each file's batches in order (Arrow's
@@ -163,9 +215,14 @@ class _Reader:
                 raw = _filter(raw, keep)
             offset += n
             if raw.num_rows:
-                yield from self._finish(raw, group)
+                yield raw, group
 
-    def _finish(self, raw: pa.RecordBatch, group: FileGroup) -> Iterator[pa.RecordBatch]:
+    def _finish(
+        self, raws: list[pa.RecordBatch], groups: list[FileGroup]
+    ) -> Iterator[pa.RecordBatch]:
+        """Batches read (``raws``, each from a file of the group at the same index) in the
+        scan's output shape: logical names, partition columns, the filter applied."""
+        raw: pa.RecordBatch | pa.Table = raws[0] if len(raws) == 1 else pa.Table.from_batches(raws)
         tracked: dict[str, Any] = {}
         if self.row_ids is not None:
             raw, tracked = self.row_ids.split(raw)
@@ -174,7 +231,7 @@ class _Reader:
         arrays = dict(tracked)
         for s in self.specs:
             if s.partition:
-                arrays[s.name] = _constant(group.values.get(s.name), s.type, n)
+                arrays[s.name] = _partition_column(s.name, s.type, raws, groups)
             elif data.schema.get_field_index(s.name) >= 0:
                 arrays[s.name] = data.column(s.name)
             else:
@@ -183,7 +240,23 @@ class _Reader:
         if self.filter is not None:
             table = table.filter(self.filter)
         table = table.select(self.out_schema.names).cast(self.out_schema)
+        if len(raws) > 1:
+            table = table.combine_chunks()  # one batch, not one per file read
         yield from table.to_batches()
+
+
+def _partition_column(
+    name: str, typ: pa.DataType, raws: list[pa.RecordBatch], groups: list[FileGroup]
+) -> pa.Array[Any] | pa.ChunkedArray[Any]:
+    """The values of partition column ``name`` for the rows of ``raws``."""
+    first = groups[0]
+    if all(g is first for g in groups):
+        return _constant(first.values.get(name), typ, sum(r.num_rows for r in raws))
+    chunks = [
+        _constant(g.values.get(name), typ, r.num_rows) for r, g in zip(raws, groups, strict=True)
+    ]
+    out: pa.ChunkedArray[Any] = pa.chunked_array(chunks, type=typ)  # type: ignore[call-overload]
+    return out
 
 
 def _filter(batch: pa.RecordBatch, keep: pa.BooleanArray) -> pa.RecordBatch:

@@ -116,7 +116,9 @@ class ArrowRowIds:
         raw = raw.append_column(_ID_COLUMN, ids)
         return raw.append_column(_VERSION_COLUMN, versions)
 
-    def split(self, raw: pa.RecordBatch) -> tuple[pa.RecordBatch, dict[str, Any]]:
+    def split(
+        self, raw: pa.RecordBatch | pa.Table
+    ) -> tuple[pa.RecordBatch | pa.Table, dict[str, Any]]:
         """``raw`` without the appended columns, and those columns by output name."""
         columns = {
             self.names[0]: raw.column(_ID_COLUMN),
