@@ -694,3 +694,18 @@ def test_polars_reads_a_hive_table_without_its_partition_columns(tmp_path: Path)
     some = lq.DeltaTable(uri).snapshot().scan(columns=["s", "id"], filter="id != 2")
     assert some.to_polars().collect().sort("id").rows() == [("p", 1), ("p", 3)]
     assert sorted((r["s"], r["id"]) for r in some.to_arrow().to_pylist()) == [("p", 1), ("p", 3)]
+
+
+def test_arrow_reader_masks_dv_files_of_several_partitions(tmp_path: Path) -> None:
+    """Files with DVs in several partitions share one scanner: each batch keeps its own
+    file's deleted rows out and its own partition values."""
+    uri = str(tmp_path / "t")
+    rows = pa.table({"id": range(300), "p": [i % 7 for i in range(300)]})
+    lq.write(uri, rows, partition_by=["p"], configuration={"delta.enableDeletionVectors": "true"})
+    lq.write(uri, rows, partition_by=["p"], mode="append")
+    dt = lq.DeltaTable(uri)
+    assert dt.delete("id % 5 = 0 AND p < 4").num_deletion_vectors_added == 8
+    got = dt.snapshot().scan().to_arrow()
+    want = sorted((i, i % 7) for i in range(300) if not (i % 5 == 0 and i % 7 < 4)) * 2
+    pairs = zip(got.column("id").to_pylist(), got.column("p").to_pylist(), strict=True)
+    assert sorted(pairs) == sorted(want)
