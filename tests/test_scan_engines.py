@@ -445,6 +445,16 @@ def test_arrow_reader_joins_small_files_into_one_batch(dataset: Dataset) -> None
     assert got == sorted((r["id"], r["s"], r["i"]) for r in dataset.rows)
 
 
+def test_arrow_reader_batches_stay_within_batch_rows(
+    dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakequery.engines import arrow
+
+    monkeypatch.setattr(arrow, "BATCH_ROWS", 2 * ROWS_PER_FILE + 1)  # two files, not three
+    batches = list(lq.DeltaTable(dataset.uri).snapshot().scan().to_arrow_reader())
+    assert [b.num_rows for b in batches] == [2 * ROWS_PER_FILE] * (len(dataset.files) // 2)
+
+
 def test_duckdb_reads_parquet_natively(dataset: Dataset) -> None:
     import duckdb
 

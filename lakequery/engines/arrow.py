@@ -96,19 +96,19 @@ class _Reader:
         self.deleted = deleted_rows(self.plan, snap.storage)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """The scan's batches: the files' batches finished together up to
-        :data:`BATCH_ROWS` rows (finishing one costs ~0.1 ms whatever its size, and a table
-        of many small files yields a small batch per file)."""
+        """The scan's batches: the files' batches finished together, up to
+        :data:`BATCH_ROWS` rows (the most one holds; finishing one costs ~0.1 ms whatever
+        its size, and a table of many small files yields a small batch per file)."""
         raws: list[pa.RecordBatch] = []
         groups: list[FileGroup] = []
         rows = 0
         for raw, group in self._raw_batches():
+            if raws and rows + raw.num_rows > BATCH_ROWS:
+                yield from self._finish(raws, groups)
+                raws, groups, rows = [], [], 0
             raws.append(raw)
             groups.append(group)
             rows += raw.num_rows
-            if rows >= BATCH_ROWS:
-                yield from self._finish(raws, groups)
-                raws, groups, rows = [], [], 0
         if raws:
             yield from self._finish(raws, groups)
 
