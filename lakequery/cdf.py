@@ -88,6 +88,7 @@ from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 
 if TYPE_CHECKING:
+    import pandas as pd
     import polars as pl
     from pyarrow.compute import Expression
 
@@ -690,6 +691,11 @@ class ChangeScan:
     def to_arrow(self) -> pa.Table:
         """Reads the changes into one Arrow table."""
         return self.to_arrow_reader().read_all()
+
+    def to_pandas(self, **kwargs: Any) -> pd.DataFrame:
+        """Reads the changes into a pandas DataFrame (``kwargs`` go to
+        ``pyarrow.Table.to_pandas``)."""
+        return self.to_arrow().to_pandas(**kwargs)
 
     def to_duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation: the scans' relations combined with ``UNION ALL``.

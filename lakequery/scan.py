@@ -31,6 +31,7 @@ from lakequery.protocol.file_locations import file_locations
 # process reading a whole table skips them (~3.5 ms).
 if TYPE_CHECKING:
     import duckdb
+    import pandas as pd
     import polars as pl
 
     from lakequery.protocol.predicate_ast import Expr
@@ -104,7 +105,7 @@ class Scan:
     """A planned read of a snapshot: columns, filter and surviving files.
 
     Build one with :meth:`lakequery.Snapshot.scan`; then read it with :meth:`to_arrow`,
-    :meth:`to_arrow_reader`, :meth:`to_duckdb` or :meth:`to_polars`.
+    :meth:`to_arrow_reader`, :meth:`to_pandas`, :meth:`to_duckdb` or :meth:`to_polars`.
     """
 
     def __init__(
@@ -220,6 +221,11 @@ class Scan:
     def to_arrow(self) -> pa.Table:
         """Reads the rows into one Arrow table."""
         return self.to_arrow_reader().read_all()
+
+    def to_pandas(self, **kwargs: Any) -> pd.DataFrame:
+        """Reads the rows into a pandas DataFrame (pandas must be installed; ``kwargs`` go
+        to ``pyarrow.Table.to_pandas``, e.g. ``types_mapper=pd.ArrowDtype``)."""
+        return self.to_arrow().to_pandas(**kwargs)
 
     def to_duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
         """A lazy DuckDB relation over DuckDB's own Parquet reader and the pruned files.

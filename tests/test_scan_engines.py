@@ -455,6 +455,20 @@ def test_arrow_reader_batches_stay_within_batch_rows(
     assert [b.num_rows for b in batches] == [2 * ROWS_PER_FILE] * (len(dataset.files) // 2)
 
 
+def test_to_pandas_reads_the_scan(dataset: Dataset) -> None:
+    import pandas as pd
+
+    scan = lq.DeltaTable(dataset.uri).snapshot().scan(columns=["id", "s", "x"], filter="id > 10")
+    df = scan.to_pandas()
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.columns) == ["id", "s", "x"]
+    assert sorted(df["id"]) == sorted(r["id"] for r in dataset.rows if r["id"] > 10)
+    typed = scan.to_pandas(types_mapper=pd.ArrowDtype)  # keywords reach pyarrow
+    assert all(isinstance(t, pd.ArrowDtype) for t in typed.dtypes)
+    back = pa.Table.from_pandas(typed, preserve_index=False).sort_by("id")
+    assert back.to_pylist() == scan.to_arrow().sort_by("id").to_pylist()
+
+
 def test_duckdb_reads_parquet_natively(dataset: Dataset) -> None:
     import duckdb
 

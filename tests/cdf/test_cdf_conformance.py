@@ -16,6 +16,7 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from cdfkit import CONFORMANCE, oracle, rows, simple
@@ -72,6 +73,8 @@ def test_engines_agree(tables: dict[str, str], name: str) -> None:
     assert rows(feed.to_arrow_reader(), timestamps=True) == arrow
     assert rows(feed.to_duckdb(), timestamps=True) == arrow
     assert rows(feed.to_polars(), timestamps=True) == arrow
+    df = feed.to_pandas(types_mapper=pd.ArrowDtype)
+    assert rows(pa.Table.from_pandas(df, preserve_index=False), timestamps=True) == arrow
 
 
 @pytest.mark.parametrize("name", list(LATEST))
