@@ -252,10 +252,13 @@ class Snapshot:
 
 def latest_or_none(storage: Storage) -> Snapshot | None:
     """The latest snapshot at ``storage``, or None when no table is there yet (writers and
-    CREATE TABLE decide between creating and appending with it)."""
-    from lakequery.log_segment import load_state
+    CREATE TABLE decide between creating and appending with it). Like
+    ``DeltaTable.snapshot()``, it brings this process's cached state of the table up to
+    date (one LIST, then the new commits only) rather than replaying the whole log: a
+    process that appends to a table again and again replays it once."""
+    from lakequery.log_update import latest_state
 
     try:
-        return Snapshot(storage, load_state(storage, None))
+        return Snapshot(storage, latest_state(storage))
     except TableNotFoundError:
         return None

@@ -247,6 +247,35 @@ def test_process_cache_serves_new_table_objects(tmp_path: Path) -> None:
     assert_same(snap, fresh(uri))
 
 
+def test_repeated_appends_replay_the_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer plans on the process's cached state brought up to date (one LIST, the new
+    commits only), as reads do: five appends replay the log once, and a commit by another
+    writer in between is seen."""
+    import deltalake
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [0]}))
+    loads: list[int | None] = []
+
+    def counting(storage: Any, version: int | None, *args: Any, **kwargs: Any) -> Any:
+        loads.append(version)
+        return load_state(storage, version, *args, **kwargs)
+
+    monkeypatch.setattr(log_update, "load_state", counting)
+    for i in range(1, 4):
+        lq.write(uri, pa.table({"id": [i]}), mode="append")
+    deltalake.write_deltalake(uri, pa.table({"id": [99]}), mode="append")
+    for i in range(4, 6):
+        result = lq.write(uri, pa.table({"id": [i]}), mode="append")
+    assert loads == [None]  # the first append's; the create found no table to cache
+    assert result.version == 6
+    snap = lq.DeltaTable(uri).snapshot()
+    assert sorted(snap.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 5, 99]
+    assert_same(snap, fresh(uri))
+
+
 def test_newer_checkpoint_and_log_cleanup(tmp_path: Path) -> None:
     uri = _table(tmp_path, 2)
     dt = lq.DeltaTable(uri)
