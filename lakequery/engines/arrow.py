@@ -1,12 +1,11 @@
 """PyArrow adapter: a streaming RecordBatchReader over the pruned files.
 
-Files without deletion vectors are read with ``pyarrow.dataset`` using the table's
-physical schema (files that lack a column yield nulls, narrower types are cast up): one
-scanner over every file when no file has a DV, its batches tagged with their file and so
-with their partition values; otherwise one partition-value group at a time. Files with
-deletion vectors go through the same scanner without filter pushdown; every batch is
-tagged with its file and a file's batches arrive in order, so its rows' physical positions
-are known and a numpy kernel masks the deleted ones. Batches are then relabelled to
+Files are read with ``pyarrow.dataset`` using the table's physical schema (files that lack
+a column yield nulls, narrower types are cast up): one scanner for the files without
+deletion vectors of every partition, the filter pushed down, and one for the files with
+DVs, without pushdown. Every batch is tagged with its file, which gives its partition
+values; a file's batches arrive in order, so the rows' physical positions in a file with
+a DV are known and a numpy kernel masks the deleted ones. Batches are then relabelled to
 logical names, given their partition columns and filtered, small ones together (up to
 :data:`BATCH_ROWS` rows: a table of many small files gives a small batch per file, and
 finishing one costs ~0.1 ms whatever its size). Memory stays bounded by a few batches.
