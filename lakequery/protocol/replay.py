@@ -273,7 +273,9 @@ def check_paths(files: pa.Table, *, root: str, plain: bool | None = None) -> Non
     if files.num_rows == 0:
         return
     path = files.column("path")
-    if plain if plain is not None else all_plain_relative(path):
+    if plain is None:
+        plain = all_plain_relative(path)
+    if plain:
         return  # most tables: one pass over the bytes, no regex
     # a finer pre-filter in Arrow, then the exact rule for the candidates
     candidates = pc.or_(
