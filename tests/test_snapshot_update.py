@@ -276,6 +276,33 @@ def test_repeated_appends_replay_the_log_once(
     assert_same(snap, fresh(uri))
 
 
+def test_many_updates_keep_the_files_in_few_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each update appends its winners (and the slices around superseded files) as new
+    chunks; past ``MAX_CHUNKS`` the table is made one chunk again, so a long-running
+    reader does not pay per chunk for every commit it has seen. Deletes split chunks too."""
+    monkeypatch.setattr(log_update, "MAX_CHUNKS", 4)
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri, pa.table({"id": list(range(10))}), configuration={"delta.checkpointInterval": "1000"}
+    )
+    dt = lq.DeltaTable(uri)
+    snap = dt.snapshot()
+    counts = []
+    for i in range(12):
+        lq.write(uri, pa.table({"id": [100 + i]}), mode="append")
+        if i % 3 == 2:
+            dt.delete(f"id = {100 + i - 1}")
+        snap = snap.update()
+        counts.append(snap._state.files.column(0).num_chunks)
+    assert max(counts) <= 4
+    assert 1 in counts[3:]  # compacted on the way, not only one chunk from the start
+    assert _files(snap) == _files(fresh(uri))
+    ids = sorted(snap.scan().to_arrow().column("id").to_pylist())
+    assert ids == sorted(set(range(10)) | {100 + i for i in range(12)} - {101, 104, 107, 110})
+
+
 def test_newer_checkpoint_and_log_cleanup(tmp_path: Path) -> None:
     uri = _table(tmp_path, 2)
     dt = lq.DeltaTable(uri)
