@@ -303,6 +303,27 @@ def test_many_updates_keep_the_files_in_few_chunks(
     assert ids == sorted(set(range(10)) | {100 + i for i in range(12)} - {101, 104, 107, 110})
 
 
+def test_regrouping_joins_short_chunks_and_keeps_long_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(log_update, "MAX_CHUNKS", 4)
+    monkeypatch.setattr(log_update, "REGROUP_ROWS", 8)
+    monkeypatch.setattr(log_update, "SHORT_CHUNK_ROWS", 4)
+    long = pa.record_batch({"id": list(range(10))})
+    short = [pa.record_batch({"id": [100 + i]}) for i in range(11)]
+    table = pa.Table.from_batches([long, *short[:5], long.slice(2, 6), *short[5:]])
+    out = log_update._few_chunks(table)
+    assert out.column("id").to_pylist() == table.column("id").to_pylist()
+    # in order: the long chunks alone, each run of short ones joined (at most 8 rows)
+    assert [b.num_rows for b in out.to_batches()] == [10, 5, 6, 6]
+    # the long chunks are the same memory, not copies
+    for i, source in ((0, long), (2, long)):
+        kept = out.column("id").chunk(i).buffers()[1]
+        assert kept is not None and kept.address == source.column(0).buffers()[1].address
+    few = pa.Table.from_batches(short[:4])
+    assert log_update._few_chunks(few) is few  # at most MAX_CHUNKS: untouched
+
+
 def test_newer_checkpoint_and_log_cleanup(tmp_path: Path) -> None:
     uri = _table(tmp_path, 2)
     dt = lq.DeltaTable(uri)
