@@ -9,7 +9,8 @@ Plan, then execute:
    :data:`DV_PURGE_RATIO` of their rows are sorted by size and packed into bins of up
    to ``target_file_size``; a bin of one file without a DV is dropped (rewriting it
    would change nothing). With ``z_order_by`` every partition holding more than one
-   file (or any DV) is one unit.
+   file (or any DV, or one file larger than ``target_file_size``, which clustering cuts
+   into several) is one unit.
 2. :func:`optimize` rewrites the bins on ``max_concurrent_tasks`` threads (default:
    the CPU count). Compaction streams each bin's live rows (DVs applied) through
    :func:`~lakequery.writer.data_files.write_data_files`. Clustering gives every row of
@@ -168,7 +169,10 @@ def plan_optimize(
     for key in sorted(groups, key=lambda k: [(n, v or "") for n, v in k]):
         members = groups[key]
         if cluster:
-            if len(members) > 1 or any(cards[i] for i in members):
+            # one clean file is rewritten only when it is cut into several (as Spark
+            # would); sorting one file in place is left out, so a re-run stays cheap
+            lone = len(members) == 1 and not cards[members[0]]
+            if not lone or sizes[members[0]] > target_file_size:
                 bins.append(Bin(key, tuple(members), sum(sizes[i] for i in members)))
             continue
         candidates = []

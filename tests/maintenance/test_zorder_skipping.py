@@ -97,6 +97,22 @@ def test_clustering_a_single_clean_file_is_skipped(tmp_path: Path) -> None:
     assert not m.committed and m.files_considered == 1
 
 
+def test_clustering_cuts_a_single_file_larger_than_the_target(tmp_path: Path) -> None:
+    """One large file (a table written at once, or just compacted) is clustered into
+    several files, as Spark's ZORDER does, so that point queries skip files."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, sample_batch(0, 4000))
+    dt = lq.DeltaTable(uri)
+    before = dt.snapshot()
+    assert before.num_files == 1
+    target = int(before.files().column("size")[0].as_py()) // 4
+    m = dt.optimize(z_order_by=["x", "id"], target_file_size=target)
+    assert m.committed and m.files_removed == 1 and m.files_added > 1
+    after = dt.snapshot()
+    assert after.num_records() == 4000
+    assert after.scan(filter="x = 10.0").plan().skipped_files > 0
+
+
 def test_spilling_sort_path_gives_the_same_layout_quality(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
