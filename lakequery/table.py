@@ -356,7 +356,6 @@ class DeltaTable:
         Raises:
             PredicateError: an expression or column does not resolve.
             ConstraintViolationError: an updated row breaks a constraint.
-            UnsupportedFeatureError: the table tracks row ids (updates would change them).
 
         Example:
             >>> import pyarrow as pa, lakequery as lq

@@ -192,14 +192,15 @@ print(json.dumps(dict(counts=counts, compute=compute, files=plan.num_files)))
     assert got["files"] == 1
 
 
-def test_a_whole_table_duckdb_read_imports_no_predicate_language_nor_thread_pool(
+def test_a_whole_table_read_imports_no_predicate_language_nor_thread_pool(
     tmp_path: Path,
 ) -> None:
     """A read without a filter needs neither the predicate language nor file skipping
     (~3.5 ms), nor the SQL renderer of predicates (~4 ms); the deletion vectors of a few
     local files are read in turn, without ``concurrent.futures`` (~2 ms); ``numpy.typing``
-    (~1 ms: it parses docstrings when imported) is for annotations only. A filtered read
-    in the same process then loads the predicate language and still skips files."""
+    (~1 ms: it parses docstrings when imported) is for annotations only. ``to_arrow()``
+    loads no predicate module either. A filtered read in the same process then loads the
+    predicate language and still skips files."""
     kit = TableKit(tmp_path / "t")
     kit.create(pa.schema([("id", pa.int64())]), protocol=dv_protocol())
     adds = [
@@ -220,13 +221,16 @@ count = snap.scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
 watched = ("lakequery.protocol.predicate_ast", "lakequery.protocol.predicate_sql",
            "lakequery.protocol.skipping", "concurrent.futures", "numpy.typing")
 loaded = sorted(m for m in watched if m in sys.modules)
+arrow_rows = snap.scan().to_arrow().num_rows
+arrow_loaded = sorted(m for m in watched[:3] if m in sys.modules)
 plan = snap.scan(filter="id >= 100").plan()
 print(json.dumps(dict(count=count, loaded=loaded, files=plan.num_files,
+                      arrow_rows=arrow_rows, arrow_loaded=arrow_loaded,
                       predicates="lakequery.protocol.predicate_ast" in sys.modules)))
 """
     got = run_python(code, tmp_path)
-    assert got["count"] == kept
-    assert got["loaded"] == []
+    assert got["count"] == got["arrow_rows"] == kept
+    assert got["loaded"] == [] and got["arrow_loaded"] == []
     assert got["files"] == 1 and got["predicates"] is True
 
 

@@ -1,9 +1,9 @@
 """The command group: global options, one-line errors and exit codes.
 
 Decision: errors lakequery raises on purpose (:class:`~lakequery.LakeQueryError`) and
-bad argument values (``ValueError``) print ``error: <message>`` on stderr and exit with 1
-(2 for a bad value, as click does for usage errors); anything else is a bug and keeps
-its traceback. ``--debug`` shows the traceback for every error.
+bad argument values (``ValueError``) print ``error: <class>: <message>`` on stderr and
+exit with 1 (2 for a bad value, as click does for usage errors); anything else is a bug
+and keeps its traceback. ``--debug`` shows the traceback for every error.
 """
 
 from __future__ import annotations

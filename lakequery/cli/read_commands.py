@@ -260,10 +260,27 @@ def changes_cmd(
     emit_arrow(opts.json, data)
 
 
+def _offset(value: str | None) -> str | dict[str, Any] | None:
+    """``--offset``: a line the command printed (``{"offset": {...}}``) or the offset
+    itself; anything else goes on to ``StreamOffset.parse``, which names what is wrong."""
+    if value is None:
+        return None
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(doc, dict) and set(doc) == {"offset"} and isinstance(doc["offset"], dict):
+        return dict(doc["offset"])
+    return value
+
+
 @click.command("stream")
 @click.argument("path")
 @click.option("--from-version", "start", type=int, help="Start at this version's changes.")
-@click.option("--offset", help="Resume after a stored offset (JSON, from --json output).")
+@click.option(
+    "--offset",
+    help='Resume after a stored offset: an {"offset": ...} line of --json output, or its value.',
+)
 @click.option("--follow", is_flag=True, help="Keep polling for new commits (Ctrl-C stops).")
 @click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls.")
 @click.option("--max-files", type=int, help="At most this many files per batch.")
@@ -286,11 +303,11 @@ def stream_cmd(
     """The table as a message queue: its rows, then each new commit's, batch by batch.
 
     With --json every row is one JSON line; a line {"offset": ...} after each batch can
-    be passed back with --offset to resume.
+    be passed back with --offset to resume (the whole line, or the value of "offset").
     """
     batches = opts.table(path).stream(
         starting_version=start,
-        starting_offset=offset,
+        starting_offset=_offset(offset),
         columns=_columns(columns),
         filter=filter_,
         max_files_per_batch=max_files,

@@ -27,7 +27,6 @@ from lakequery.engines.layout import FileGroup, column_specs, file_groups
 from lakequery.engines.variant_files import variant_files
 from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
-from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 from lakequery.protocol.schema import StructType, has_variant
 from lakequery.storage.engine_errors import translated
 from udfs.dv_mask import keep_bits
@@ -83,12 +82,15 @@ class _Reader:
             self.row_ids = ArrowRowIds(scan)
             self.phys = pa.schema(list(self.phys) + self.row_ids.fields())
         self.out_schema = scan.output_schema
-        self.filter = to_pyarrow(scan.filter) if scan.filter is not None else None
+        self.filter: pc.Expression | None = None
         self.pushdown: pc.Expression | None = None
-        if scan.filter is not None and self.mode == "none":
+        if scan.filter is not None:  # the predicate language is loaded by filtered reads only
+            from lakequery.protocol.predicates import referenced_columns, to_pyarrow
+
+            self.filter = to_pyarrow(scan.filter)
             # only a filter over columns stored in every file can go into the dataset scan
             used = {p[0] for p in referenced_columns(scan.filter)}
-            if used <= set(self.phys.names):
+            if self.mode == "none" and used <= set(self.phys.names):
                 self.pushdown = self.filter
         self.fs, self.to_fs = snap.storage.arrow_filesystem()
         self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])

@@ -167,6 +167,12 @@ def test_changes_and_stream(tmp_path: Path) -> None:
         json.loads(x) for x in run("--json", "stream", uri, "--offset", offset).stdout.splitlines()
     ]
     assert [r["x"] for r in resumed if "x" in r] == [7]
+    # the whole {"offset": ...} line the command printed resumes as well
+    line = json.dumps(lines[-1])
+    again = [
+        json.loads(x) for x in run("--json", "stream", uri, "--offset", line).stdout.splitlines()
+    ]
+    assert [r["x"] for r in again if "x" in r] == [7]
 
 
 def test_convert_a_parquet_folder(tmp_path: Path) -> None:
