@@ -17,9 +17,9 @@ the JSON by ``json_transform`` in DuckDB and partition values by
 in row groups of :data:`ROW_GROUP_ROWS` actions.
 
 The file never appears half-written under its final name: locally it is written to a
-hidden temporary name in ``_delta_log`` (ignored by log listing) and renamed; object
-stores and memory make a single PUT visible at once. ``_last_checkpoint`` is overwritten
-afterwards, with its checksum.
+hidden temporary name in ``_delta_log`` (ignored by log listing) and hard-linked to its
+final name (never over an existing file); object stores and memory make a single PUT
+visible at once. ``_last_checkpoint`` is overwritten afterwards, with its checksum.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Plain numpy (vectorised set/pack/search), each with a plain-Python twin (``*_ref
 that the property tests hold it to. These used to be numba kernels; numpy does the same
 job within a fraction of a millisecond per 10M rows, and leaving numba off the read path
 saves every new process (a script, a Spark Python worker) importing numba and loading or
-compiling the kernels, about 0.7 s (ARCHITECTURE.md, "numba and the read path").
+compiling the kernels, about 0.7 s (ARCHITECTURE.md, "Start-up cost: imports and numba").
 
 Example:
     >>> import numpy as np
