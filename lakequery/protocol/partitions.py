@@ -61,7 +61,9 @@ from lakequery.protocol.schema import (
 BinaryEncoding = Literal["utf-8", "latin-1"]
 
 _INT_RE = r"^[+-]?[0-9]+$"
-_ESCAPED_RE = r"^(\\u00[0-9A-Fa-f]{2})+$"
+#: A binary partition value spelled as one literal ``\u00XX`` escape per byte (what
+#: delta-rs writes, and lakequery for bytes that are not UTF-8 text).
+ESCAPED_BINARY_RE = r"^(\\u00[0-9A-Fa-f]{2})+$"
 # A zone suffix right after a time of day: Z, +HH, +HHMM or +HH:MM.
 _ZONE_RE = r"[0-9]:[0-9]{2}(:[0-9]{2}(\.[0-9]*)?)?\s*(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _SPACED_ZONE_RE = r"([0-9])\s+(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
@@ -146,7 +148,7 @@ def _decode_binary(strings: Any, encoding: str) -> Any:
     """Bytes of binary partition values (see the module docstring), vectorised."""
     n = len(strings)
     raw = pc.cast(strings, pa.binary())
-    escaped = pc.fill_null(pc.match_substring_regex(strings, _ESCAPED_RE), _bool(False))
+    escaped = pc.fill_null(pc.match_substring_regex(strings, ESCAPED_BINARY_RE), _bool(False))
     if n == 0 or (encoding == "utf-8" and not pc.any(escaped).as_py()):
         return raw
     offsets = np.frombuffer(raw.buffers()[1], dtype=np.int32)[raw.offset : raw.offset + n + 1]

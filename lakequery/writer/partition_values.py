@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,13 +25,15 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, python_scalar
+from lakequery.protocol.partitions import ESCAPED_BINARY_RE
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 from lakequery.row_grouping import group_rows
 
 #: Directory value of a null (or empty) partition value.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
-_HIVE_CHARS = [*range(0x01, 0x20), *map(ord, "\"#%'*/:=?\\{[]^"), 0x7F]
+# Hive's list starts at 0x01; a NUL cannot be in a file name, so it is escaped as well
+_HIVE_CHARS = [*range(0x00, 0x20), *map(ord, "\"#%'*/:=?\\{[]^"), 0x7F]
 _HIVE_TABLE = {c: f"%{c:02X}" for c in _HIVE_CHARS}
 _URI_CHARS = [*range(0x00, 0x20), *map(ord, ' %"#<>?[\\]^`{|}'), 0x7F]
 _URI_TABLE = {c: f"%{c:02X}" for c in _URI_CHARS}
@@ -74,6 +77,30 @@ def _strings_or_null(arr: Any) -> Any:
     return pc.if_else(empty, pa.nulls(1, arr.type)[0], arr)
 
 
+_ESCAPES_ONLY = re.compile(ESCAPED_BINARY_RE)
+
+
+def binary_partition_string(value: bytes) -> str:
+    r"""The ``partitionValues`` string of one binary value: its UTF-8 text, as Spark's
+    binary-to-string cast gives, when the bytes are UTF-8 without a NUL; otherwise one
+    ``\u00XX`` escape per byte, as delta-rs writes. Readers decode both forms
+    (:mod:`lakequery.protocol.partitions`), so no byte is lost: Spark's own cast would
+    put U+FFFD in place of bytes that are not UTF-8. Text that itself consists of such
+    escapes is escaped too, else it would read back as the bytes it spells.
+
+    Example:
+        >>> binary_partition_string(b"caf\xc3\xa9"), binary_partition_string(b"\xff\x00")
+        ('café', '\\u00FF\\u0000')
+    """
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text or _ESCAPES_ONLY.match(text):
+        return "".join(f"\\u{b:04X}" for b in value)
+    return text
+
+
 def _serialize(values: Any, t: DeltaType) -> Any:
     name = t.name if isinstance(t, PrimitiveType) else ""
     if name in ("float", "double"):
@@ -88,13 +115,8 @@ def _serialize(values: Any, t: DeltaType) -> Any:
         text = pc.strftime(pc.cast(values, pa.timestamp("us")), format="%Y-%m-%d %H:%M:%S")
         return pc.replace_substring_regex(text, r"\.000000$", "")
     if name == "binary":
-        try:
-            return _strings_or_null(pc.cast(values, pa.string()))
-        except pa.ArrowInvalid:  # not UTF-8: Spark's cast substitutes U+FFFD
-            texts = [
-                None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()
-            ]
-            return _strings_or_null(pa.array(texts, pa.string()))
+        texts = [None if v is None else binary_partition_string(v) for v in values.to_pylist()]
+        return _strings_or_null(pa.array(texts, pa.string()))
     if name == "string":
         return _strings_or_null(pc.cast(values, pa.string()))
     if isinstance(t, DecimalType) or name in (
