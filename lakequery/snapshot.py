@@ -231,7 +231,9 @@ class Snapshot:
         """Plans a read of this snapshot.
 
         Args:
-            columns: logical column names to return (all when None), in that order.
+            columns: logical column names to return (all when None), in that order;
+                ``[]`` returns the rows without columns (Arrow, pandas, Polars; a count),
+                which a DuckDB relation cannot hold (``to_duckdb()`` refuses).
             filter: a SQL boolean expression (``"a > 3 AND day = '2026-11-01'"``) or a
                 ``pyarrow.compute.Expression``. Files are skipped by partition values and
                 statistics; the engines apply the filter to rows exactly.

@@ -618,6 +618,31 @@ def test_engines_apply_deletion_vectors(tmp_path: Path) -> None:
     # only the partition column: deleted rows still leave the count
     for engine, table in engine_results(snap.scan(columns=["p"])).items():
         assert table.num_rows == len(expected_ids), engine
+    # no column at all: the rows alone, deleted ones dropped
+    assert_rows_without_columns(snap.scan(columns=[]), len(expected_ids))
+    assert_rows_without_columns(
+        snap.scan(columns=[], filter="id >= 131000"), len([i for i in expected_ids if i >= 131_000])
+    )
+
+
+def assert_rows_without_columns(scan: Any, want: int) -> None:
+    """``columns=[]`` returns ``want`` rows of no column through Arrow, pandas and Polars
+    (as ``pyarrow.dataset`` and ``deltalake`` do), and a clear refusal from DuckDB, whose
+    relations have at least one column."""
+    table = scan.to_arrow()
+    assert (table.num_rows, table.num_columns) == (want, 0)
+    assert scan.to_arrow_reader().read_all().num_rows == want
+    assert scan.to_pandas().shape == (want, 0)
+    assert scan.to_polars().collect().shape == (want, 0)
+    with pytest.raises(lq.SchemaError, match=r"columns=\[\].*count\(\*\)"):
+        scan.to_duckdb()
+
+
+@pytest.mark.parametrize("flt", [None, "id < 120", "s = 'p'", "id > 100000"])
+def test_no_columns_gives_the_rows_alone(dataset: Dataset, flt: str | None) -> None:
+    snap = lq.DeltaTable(dataset.uri).snapshot()
+    ((want,),) = snap.scan(filter=flt).to_duckdb().aggregate("count(*)").fetchall()
+    assert_rows_without_columns(snap.scan(columns=[], filter=flt), want)
 
 
 def test_many_partition_groups(tmp_path: Path) -> None:

@@ -221,9 +221,15 @@ class _Reader:
                 arrays[s.name] = data.column(s.name)
             else:
                 arrays[s.name] = _nulls(n, s.type)
+        if not arrays:  # ``columns=[]`` without a filter
+            yield _rows_only(n)
+            return
         table = pa.table(arrays)
         if self.filter is not None:
             table = table.filter(self.filter)
+        if not self.out_schema.names:  # ``columns=[]`` with a filter
+            yield _rows_only(table.num_rows)
+            return
         table = table.select(self.out_schema.names).cast(self.out_schema)
         if len(raws) > 1:
             table = table.combine_chunks()  # one batch, not one per file read
@@ -242,6 +248,12 @@ def _partition_column(
     ]
     out: pa.ChunkedArray[Any] = pa.chunked_array(chunks, type=typ)  # type: ignore[call-overload]
     return out
+
+
+def _rows_only(n: int) -> pa.RecordBatch:
+    """A batch of ``n`` rows and no column (what a scan of ``columns=[]`` yields, as
+    ``pyarrow.dataset`` does: a table of no columns would have no batches to stream)."""
+    return pa.record_batch([pa.nulls(n)], names=["rows"]).select([])
 
 
 def _filter(batch: pa.RecordBatch, keep: pa.BooleanArray) -> pa.RecordBatch:

@@ -49,7 +49,7 @@ from lakequery.engines.sql_types import (
     quote_ident,
     quote_str,
 )
-from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
+from lakequery.errors import ObjectNotFoundError, SchemaError, UnsupportedFeatureError
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.schema import PrimitiveType, has_variant
@@ -763,6 +763,13 @@ def _relation(
     partition_names = [s.name for s in specs if s.partition]
     extra = [ROW_FILE_COLUMN, ROW_NUMBER_COLUMN] if row_ids else []
     extra += list(tracking or ())
+    if not scan.columns and not extra:
+        raise SchemaError(
+            "to_duckdb() of a scan with columns=[]: a DuckDB relation has at least one "
+            "column. Count rows with scan().to_duckdb().aggregate('count(*)') (DuckDB then "
+            "reads no column), or use to_arrow() / to_polars(), which return rows without "
+            "columns"
+        )
     out_cols = ", ".join([quote_ident(c) for c in scan.columns] + [quote_ident(c) for c in extra])
     if plan.num_files == 0:
         empty = ", ".join(

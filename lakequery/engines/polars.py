@@ -305,8 +305,16 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     wrapped.
     """
     plan = scan.plan()
-    require_local_files(scan)
     snap = scan.snapshot
+    if not scan.columns and scan.row_tracking_columns is None:
+        # ``columns=[]``: one column read (a partition column when there is one: no I/O)
+        # and dropped, which keeps the frame's height (``select([])`` would not)
+        carrier = (snap.partition_columns or snap.schema.names)[0]
+        one = scan.restricted_to(plan.files)
+        one.columns = [carrier]
+        one.__dict__["_plan"] = plan
+        return polars_frame(one).drop(carrier)
+    require_local_files(scan)
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)
     deletions = _deletions(scan)
