@@ -22,7 +22,12 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import infer_literal_type, infer_type, is_float_expr
+from lakequery.protocol.predicate_types import (
+    infer_literal_type,
+    infer_type,
+    integer_arith,
+    is_float_expr,
+)
 
 
 @lru_cache(maxsize=256)
@@ -86,6 +91,8 @@ class _Renderer:
             x, y = self.render(e.left), self.render(e.right)
             if e.op == "/":
                 return x.cast(pl.Float64) / y.cast(pl.Float64)
+            if integer_arith(e):  # in Int64, as the other engines (Int32 * Int32 would wrap)
+                x, y = x.cast(pl.Int64), y.cast(pl.Int64)
             if e.op == "+":
                 return x + y
             if e.op == "-":

@@ -29,7 +29,12 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import infer_literal_type, infer_type, is_float_expr
+from lakequery.protocol.predicate_types import (
+    infer_literal_type,
+    infer_type,
+    integer_arith,
+    is_float_expr,
+)
 
 
 def scalar_expression(value: pa.Scalar[Any]) -> pc.Expression:
@@ -122,6 +127,8 @@ class _Renderer:
             x, y = self.render(e.left), self.render(e.right)
             if e.op == "/":
                 return pc.divide(x.cast(pa.float64(), safe=False), y.cast(pa.float64(), safe=False))
+            if integer_arith(e):  # in int64 (a bound literal would be cast down to an int32)
+                x, y = x.cast(pa.int64()), y.cast(pa.int64())
             return _ARITH[e.op](x, y)
         if isinstance(e, And):
             return _fold(pc.and_kleene, [self.render(i) for i in e.items])

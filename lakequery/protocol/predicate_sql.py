@@ -23,6 +23,7 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
+from lakequery.protocol.predicate_types import integer_arith
 from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier, quote_string
 
 _SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -121,6 +122,8 @@ def to_duckdb_sql(
         if isinstance(e, Arith):
             if e.op == "/":
                 return f"(CAST({r(e.left)} AS DOUBLE) / CAST({r(e.right)} AS DOUBLE))"
+            if integer_arith(e):  # in BIGINT, as the other engines (INTEGER * INTEGER overflows)
+                return f"(CAST({r(e.left)} AS BIGINT) {e.op} CAST({r(e.right)} AS BIGINT))"
             return f"({r(e.left)} {e.op} {r(e.right)})"
         if isinstance(e, And | Or):
             word = " AND " if isinstance(e, And) else " OR "

@@ -349,6 +349,13 @@ def infer_type(expr: Expr) -> pa.DataType | None:
     return pa.bool_()
 
 
+def integer_arith(expr: Arith) -> bool:
+    """Whether ``expr`` is integer arithmetic, which every engine evaluates in int64 (the
+    type :func:`infer_type` gives it), whatever the operands' own integer types."""
+    t = infer_type(expr)
+    return t is not None and pat.is_integer(t)
+
+
 def is_float_expr(expr: Expr) -> bool:
     """Whether an expression may produce floating point values (and so NaN)."""
     t = infer_type(expr)

@@ -253,3 +253,28 @@ def test_strings_with_nul_and_quotes_render_in_sql() -> None:
         assert select_duckdb(table, expr) == rows
         assert select_pyarrow(table, expr) == rows
         assert select_polars(table, expr) == rows
+
+
+INT32_EDGES = pa.table(
+    {"j": pa.array([2**31 - 1, 1, -(2**31), None], pa.int32()), "__rid": [0, 1, 2, 3]}
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        ("j * 2 > 0", [0, 1]),  # 2**32 - 2, not an overflow error or a wrapped -2
+        ("j + 1 < 0", [2]),
+        ("j - 1 > 0", [0]),
+        ("j * j > 0", [0, 1, 2]),  # two int32 columns: still int64
+        ("j * 2 = 4294967294", [0]),
+    ],
+)
+def test_integer_arithmetic_is_int64_in_every_engine(text: str, rows: list[int]) -> None:
+    """pyarrow cast the bound int64 literal down to the int32 column's type and raised
+    "overflow"; DuckDB's INTEGER * INTEGER overflows and Polars' wraps."""
+    schema = INT32_EDGES.schema.remove(INT32_EDGES.schema.get_field_index("__rid"))
+    expr = bind(parse_predicate(text), schema)
+    assert select_duckdb(INT32_EDGES, expr) == rows
+    assert select_pyarrow(INT32_EDGES, expr) == rows
+    assert select_polars(INT32_EDGES, expr) == rows
