@@ -152,6 +152,13 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
     if col.type == f.type:
         return col
     try:
+        if pa.types.is_dictionary(col.type) and not pa.types.is_dictionary(f.type):
+            # decoded by taking from its values cast first: pyarrow has no take (and so no
+            # cast) for dictionaries of view types, which Polars' Categorical/Enum export
+            values = col.dictionary
+            if values.type != f.type:
+                values = pc.cast(values, f.type, safe=True)
+            return pc.take(values, col.indices)
         return pc.cast(col, f.type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         nested = pa.types.is_nested(col.type) and pa.types.is_nested(f.type)

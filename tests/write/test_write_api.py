@@ -469,6 +469,33 @@ def test_every_input_kind(uri: str) -> None:
         lakequery.write(uri, iter([]), mode="append")
 
 
+def test_dictionary_columns_of_polars_and_pyarrow(uri: str) -> None:
+    """Polars' Categorical and Enum columns arrive as dictionaries of view strings, which
+    pyarrow cannot cast (no take kernel for string_view); they are written as strings,
+    as partition columns too, like pyarrow's own dictionaries."""
+    frame = pl.DataFrame(
+        {
+            "id": [1, 2, 3],
+            "c": pl.Series(["x", "y", None], dtype=pl.Categorical),
+            "e": pl.Series(["a", "b", "a"], dtype=pl.Enum(["a", "b"])),
+        }
+    )
+    lakequery.write(uri, frame, partition_by=["c"])
+    more = pa.table(
+        {
+            "id": [4],
+            "c": pa.array(["y"]).dictionary_encode(),
+            "e": pa.array(["b"], pa.string_view()).dictionary_encode(),
+        }
+    )
+    lakequery.write(uri, more, mode="append")
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert [f.type for f in snap.schema] == [pa.int64(), pa.string(), pa.string()]
+    want = [(1, "x", "a"), (2, "y", "b"), (3, None, "a"), (4, "y", "b")]
+    assert sorted(snap.scan().to_polars().collect().rows()) == want
+    assert _both_read(uri) == normalize([{"id": i, "c": c, "e": e} for i, c, e in want])
+
+
 def test_target_file_size_rolls_over(uri: str) -> None:
     n = 60_000
     data = pa.table(
