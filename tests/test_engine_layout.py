@@ -62,6 +62,8 @@ def _check(kit: TableKit) -> bool:
     got = scan.to_duckdb().order("id").arrow()
     got = got.read_all() if hasattr(got, "read_all") else got
     assert got.cast(want.schema).equals(want)
+    polars = scan.to_polars().sort("id").collect().to_arrow()
+    assert polars.cast(want.schema).equals(want)
     return answer
 
 
@@ -81,6 +83,7 @@ def test_a_root_with_spaces_and_pattern_characters(tmp_path: Path) -> None:
         ({**PLAIN, "s": "a b"}, None),  # a value Hive parsers may not read back unchanged
         ({**PLAIN, "s": "100%"}, None),  # escaped in the directory name
         ({**PLAIN, "i": None}, None),  # null
+        ({**PLAIN, "s": "__HIVE_DEFAULT_PARTITION__"}, None),  # the string: Hive reads NULL
         (PLAIN, "flat/f.parquet"),  # no partition directories
         (PLAIN, "s=x_1.a+b-c/i=-7/d=2024-02-29/b=true/z=1/f.parquet"),  # col=value below
         (PLAIN, "s=x_1.a+b-c/i=7/d=2024-02-29/b=true/f.parquet"),  # directory says 7

@@ -137,6 +137,8 @@ def hive_layout(scan: Scan) -> bool:
     plan = scan.plan()
     if not names or plan.num_files == 0:
         return False
+    from lakequery.protocol.partitions import HIVE_NULL  # partitioned tables only
+
     types = {f.name: f.type for f in snap.schema}
     parts = cast(pa.StructArray, plan.files.column("partition_values").combine_chunks())
     texts = []
@@ -151,6 +153,8 @@ def hive_layout(scan: Scan) -> bool:
         text = values if pa.types.is_string(typ) else pc.cast(values, pa.string())
         if not _all(pc.match_substring_regex(text, _HIVE_SAFE)):
             return False  # a value that does not spell plainly
+        if pc.any(pc.match_substring(text, HIVE_NULL)).as_py():
+            return False  # the string itself: a Hive reader takes its directory for NULL
         texts.append(text)
     pattern = f"^{_literal(snap.storage.root + '/')}{hive_directories(names)}/[^=]*$"
     found = pc.extract_regex(plan.locations, pattern)

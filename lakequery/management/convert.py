@@ -68,7 +68,7 @@ from lakequery.errors import (
     TableAlreadyExistsError,
 )
 from lakequery.parquet_footers import footer_metadata, schema_fingerprint
-from lakequery.protocol.partitions import parse_partition_values
+from lakequery.protocol.partitions import HIVE_NULL, parse_partition_values
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import (
     DecimalType,
@@ -88,7 +88,6 @@ from lakequery.writer.stats import StatsCollector, StatsColumn, stats_columns
 if TYPE_CHECKING:
     from lakequery.table import DeltaTable
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIDDEN_RE = r"(^|/)[_.]"
 _INT_RE = r"^[+-]?[0-9]+$"
 _DATE_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"

@@ -61,6 +61,9 @@ from lakequery.protocol.schema import (
 BinaryEncoding = Literal["utf-8", "latin-1"]
 
 _INT_RE = r"^[+-]?[0-9]+$"
+#: The directory value Hive-style layouts give a null partition value (``col=<this>``);
+#: Hive readers (DuckDB's, Polars') read it back as NULL.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: A binary partition value spelled as one literal ``\u00XX`` escape per byte (what
 #: delta-rs writes, and lakequery for bytes that are not UTF-8 text).
 ESCAPED_BINARY_RE = r"^(\\u00[0-9A-Fa-f]{2})+$"

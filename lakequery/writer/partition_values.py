@@ -25,12 +25,10 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, python_scalar
-from lakequery.protocol.partitions import ESCAPED_BINARY_RE
+from lakequery.protocol.partitions import ESCAPED_BINARY_RE, HIVE_NULL
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 from lakequery.row_grouping import group_rows
 
-#: Directory value of a null (or empty) partition value.
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 # Hive's list starts at 0x01; a NUL cannot be in a file name, so it is escaped as well
 _HIVE_CHARS = [*range(0x00, 0x20), *map(ord, "\"#%'*/:=?\\{[]^"), 0x7F]
