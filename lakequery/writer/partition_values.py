@@ -29,7 +29,6 @@ from lakequery.protocol.partitions import ESCAPED_BINARY_RE, HIVE_NULL
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 from lakequery.row_grouping import group_rows
 
-
 # Hive's list starts at 0x01; a NUL cannot be in a file name, so it is escaped as well
 _HIVE_CHARS = [*range(0x00, 0x20), *map(ord, "\"#%'*/:=?\\{[]^"), 0x7F]
 _HIVE_TABLE = {c: f"%{c:02X}" for c in _HIVE_CHARS}
