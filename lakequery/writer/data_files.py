@@ -133,7 +133,9 @@ def iter_batches(data: WriteInput) -> Iterator[pa.RecordBatch]:
     elif isinstance(data, pa.RecordBatchReader):
         yield from data
     elif type(data).__module__.startswith("pandas"):
-        yield from pa.Table.from_pandas(data, preserve_index=False).to_batches()
+        from lakequery.writer.inputs import pandas_table
+
+        yield from pandas_table(data).to_batches()
     elif hasattr(data, "__arrow_c_stream__"):
         yield from pa.RecordBatchReader.from_stream(data)
     elif hasattr(data, "__arrow_c_array__"):

@@ -36,7 +36,7 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(data.schema, [data])
     module = type(data).__module__.split(".")[0]
     if module == "pandas":
-        return pa.Table.from_pandas(data, preserve_index=False).to_reader()
+        return pandas_table(data).to_reader()
     if module == "polars" and hasattr(data, "collect"):
         data = data.collect()
     if module == "duckdb" and hasattr(data, "to_arrow_reader"):
@@ -50,6 +50,24 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         f"cannot write {type(data).__name__}: pass Arrow data, a pandas/Polars DataFrame, "
         "a DuckDB relation or an iterable of pyarrow.RecordBatch"
     )
+
+
+def pandas_table(frame: Any) -> pa.Table:
+    """A pandas DataFrame as Arrow: named index levels become columns (``set_index("id")``
+    keeps ``id``, as in ``deltalake`` and pyarrow's own default), an unnamed index (the
+    default ``RangeIndex``, say) is not data and is dropped.
+
+    Example:
+        >>> import pandas as pd
+        >>> pandas_table(pd.DataFrame({"a": [1], "b": ["x"]}).set_index("a")).column_names
+        ['a', 'b']
+        >>> pandas_table(pd.DataFrame({"b": ["x"]})).column_names
+        ['b']
+    """
+    named = [name for name in frame.index.names if name is not None]
+    if named:
+        frame = frame.reset_index(level=named)
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def _from_batches(batches: Iterator[Any]) -> pa.RecordBatchReader:

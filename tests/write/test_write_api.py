@@ -469,6 +469,22 @@ def test_every_input_kind(uri: str) -> None:
         lakequery.write(uri, iter([]), mode="append")
 
 
+def test_pandas_named_index_levels_are_columns(uri: str) -> None:
+    """A named index is data (``set_index("k")``), kept as a column as ``deltalake`` and
+    pyarrow do; an unnamed one (the default ``RangeIndex``) is not."""
+    frame = pd.DataFrame({"k": [1, 2], "g": ["a", "b"], "v": [0.5, 1.5]})
+    lakequery.write(uri, frame.set_index(["k", "g"]))
+    lakequery.write(uri, pd.DataFrame({"k": [3], "g": ["c"], "v": [2.5]}), mode="append")
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert snap.schema.names == ["k", "g", "v"]
+    want = [
+        {"k": 1, "g": "a", "v": 0.5},
+        {"k": 2, "g": "b", "v": 1.5},
+        {"k": 3, "g": "c", "v": 2.5},
+    ]
+    assert _both_read(uri) == normalize(want)
+
+
 def test_dictionary_columns_of_polars_and_pyarrow(uri: str) -> None:
     """Polars' Categorical and Enum columns arrive as dictionaries of view strings, which
     pyarrow cannot cast (no take kernel for string_view); they are written as strings,
