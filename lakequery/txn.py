@@ -536,7 +536,11 @@ class Transaction:
         self._prev_commit_ms = modified_ms
 
     def _post_commit(self, version: int) -> bool:
-        interval = TableProperties(self.metadata.configuration).checkpoint_interval
+        try:
+            interval = TableProperties(self.metadata.configuration).checkpoint_interval
+        except ValueError as exc:  # a value another writer stored: the commit stands
+            log.warning("no checkpoint of version %d: %s", version, exc)
+            return False
         if version == 0 or interval <= 0 or version % interval:
             return False
         try:

@@ -47,7 +47,13 @@ from lakequery.errors import AlterTableError
 from lakequery.management.change import AlterChange
 from lakequery.management.columns import MODE_KEY, with_name_mapping
 from lakequery.protocol.features import FEATURES, table_features_in_use, upgraded_protocol
-from lakequery.protocol.properties import PropertyError, parse_interval_ms
+from lakequery.protocol.properties import (
+    BOOLEAN_PROPERTIES,
+    CHOICE_PROPERTIES,
+    INTEGER_PROPERTIES,
+    INTERVAL_PROPERTIES,
+    property_value_problem,
+)
 from lakequery.protocol.row_tracking_enablement import (
     ENABLE_KEY as ROW_TRACKING_KEY,
 )
@@ -63,58 +69,11 @@ from lakequery.snapshot import Snapshot
 FEATURE_PREFIX = "delta.feature."
 CONSTRAINT_PREFIX = "delta.constraints."
 
-_BOOLEAN = frozenset(
-    {
-        "delta.appendOnly",
-        "delta.enableChangeDataFeed",
-        "delta.enableDeletionVectors",
-        "delta.enableRowTracking",
-        "delta.enableInCommitTimestamps",
-        "delta.enableTypeWidening",
-        "delta.enableExpiredLogCleanup",
-        "delta.enableFullRetentionRollback",
-        "delta.checkpoint.writeStatsAsJson",
-        "delta.checkpoint.writeStatsAsStruct",
-        "delta.randomizeFilePrefixes",
-        "delta.autoOptimize.optimizeWrite",
-        "delta.autoOptimize.autoCompact",
-        "delta.tuneFileSizesForRewrites",
-    }
+_FREE = frozenset(
+    {"delta.dataSkippingStatsColumns", "delta.parquet.format.version", "delta.targetFileSize"}
 )
-_INTERVALS = frozenset(
-    {
-        "delta.logRetentionDuration",
-        "delta.deletedFileRetentionDuration",
-        "delta.checkpointRetentionDuration",
-        "delta.setTransactionRetentionDuration",
-    }
-)
-_INTEGERS = frozenset(
-    {
-        "delta.checkpointInterval",
-        "delta.dataSkippingNumIndexedCols",
-        "delta.dataSkippingStringPrefixLength",
-        "delta.randomPrefixLength",
-        "delta.targetFileSize",
-    }
-)
-_CHOICES: Mapping[str, tuple[str, ...]] = {
-    "delta.checkpointPolicy": ("classic", "v2"),
-    "delta.isolationLevel": ("Serializable", "WriteSerializable"),
-    MODE_KEY: ("none", "name", "id"),
-    "delta.parquet.compression.codec": (
-        "uncompressed",
-        "none",
-        "snappy",
-        "gzip",
-        "lz4",
-        "lz4_raw",
-        "zstd",
-    ),
-}
-_FREE = frozenset({"delta.dataSkippingStatsColumns", "delta.parquet.format.version"})
 #: Every user-settable ``delta.*`` key lakequery knows (digest §18).
-KNOWN_PROPERTIES = _BOOLEAN | _INTERVALS | _INTEGERS | frozenset(_CHOICES) | _FREE
+KNOWN_PROPERTIES = BOOLEAN_PROPERTIES | INTERVAL_PROPERTIES | INTEGER_PROPERTIES | frozenset(CHOICE_PROPERTIES) | _FREE
 #: Keys only writers set.
 _RESERVED = frozenset(
     {
@@ -146,28 +105,6 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _check_value(key: str, value: str) -> str | None:
-    """Why ``value`` is not valid for ``key`` (None: valid)."""
-    if key in _BOOLEAN and value.strip().lower() not in ("true", "false"):
-        return f"{key} takes 'true' or 'false', not {value!r}"
-    if key in _INTERVALS:
-        try:
-            parse_interval_ms(value)
-        except PropertyError:
-            return f"{key} takes an interval such as 'interval 7 days', not {value!r}"
-    if key in _INTEGERS:
-        try:
-            number = int(value)
-        except ValueError:
-            return f"{key} takes an integer, not {value!r}"
-        if number <= 0 and key != "delta.dataSkippingNumIndexedCols":
-            return f"{key} must be positive, not {value!r}"
-    choices = _CHOICES.get(key)
-    if choices is not None and value.strip().lower() not in [c.lower() for c in choices]:
-        return f"{key} takes one of {list(choices)}, not {value!r}"
-    return None
 
 
 def canonical_feature(name: str) -> str:
@@ -247,7 +184,7 @@ def plan_properties(
                 f"unknown table property {key!r} (known delta.* keys: digest §18; pass "
                 "raise_if_not_exists=False to store it anyway)"
             )
-        problem = _check_value(key, value)
+        problem = property_value_problem(key, value)
         if problem:
             raise fail(problem)
         config[key] = value

@@ -47,6 +47,95 @@ def parse_bool(text: str | None, default: bool = False) -> bool:
     return text.strip().lower() == "true"
 
 
+#: Boolean-valued properties (``true`` / ``false``, any case).
+BOOLEAN_PROPERTIES = frozenset(
+    {
+        "delta.appendOnly",
+        "delta.enableChangeDataFeed",
+        "delta.enableDeletionVectors",
+        "delta.enableRowTracking",
+        "delta.enableInCommitTimestamps",
+        "delta.enableTypeWidening",
+        "delta.enableExpiredLogCleanup",
+        "delta.enableFullRetentionRollback",
+        "delta.checkpoint.writeStatsAsJson",
+        "delta.checkpoint.writeStatsAsStruct",
+        "delta.randomizeFilePrefixes",
+        "delta.autoOptimize.optimizeWrite",
+        "delta.autoOptimize.autoCompact",
+        "delta.tuneFileSizesForRewrites",
+    }
+)
+#: Interval-valued properties (``interval 7 days``).
+INTERVAL_PROPERTIES = frozenset(
+    {
+        "delta.logRetentionDuration",
+        "delta.deletedFileRetentionDuration",
+        "delta.checkpointRetentionDuration",
+        "delta.setTransactionRetentionDuration",
+    }
+)
+#: Integer-valued properties (positive, but ``delta.dataSkippingNumIndexedCols``).
+INTEGER_PROPERTIES = frozenset(
+    {
+        "delta.checkpointInterval",
+        "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStringPrefixLength",
+        "delta.randomPrefixLength",
+    }
+)
+#: Enumerated properties and their values (any case).
+CHOICE_PROPERTIES: Mapping[str, tuple[str, ...]] = {
+    "delta.checkpointPolicy": ("classic", "v2"),
+    "delta.isolationLevel": ("Serializable", "WriteSerializable"),
+    "delta.columnMapping.mode": ("none", "name", "id"),
+    "delta.parquet.compression.codec": (
+        "uncompressed",
+        "none",
+        "snappy",
+        "gzip",
+        "lz4",
+        "lz4_raw",
+        "zstd",
+    ),
+}
+
+
+def property_value_problem(key: str, value: str) -> str | None:
+    """Why ``value`` is not a valid value of the table property ``key`` (None: valid, or a
+    key whose values lakequery does not check). ALTER and new tables refuse such values
+    before anything is committed.
+
+    Example:
+        >>> property_value_problem("delta.checkpointInterval", "abc")
+        "delta.checkpointInterval takes an integer, not 'abc'"
+    """
+    if key in BOOLEAN_PROPERTIES and value.strip().lower() not in ("true", "false"):
+        return f"{key} takes 'true' or 'false', not {value!r}"
+    if key in INTERVAL_PROPERTIES:
+        try:
+            parse_interval_ms(value)
+        except PropertyError:
+            return f"{key} takes an interval such as 'interval 7 days', not {value!r}"
+    if key == "delta.targetFileSize":
+        try:
+            if _parse_size(value) <= 0:
+                return f"{key} must be positive, not {value!r}"
+        except PropertyError:
+            return f"{key} takes a size such as '134217728' or '128mb', not {value!r}"
+    if key in INTEGER_PROPERTIES:
+        try:
+            number = int(value)
+        except ValueError:
+            return f"{key} takes an integer, not {value!r}"
+        if number <= 0 and key != "delta.dataSkippingNumIndexedCols":
+            return f"{key} must be positive, not {value!r}"
+    choices = CHOICE_PROPERTIES.get(key)
+    if choices is not None and value.strip().lower() not in [c.lower() for c in choices]:
+        return f"{key} takes one of {list(choices)}, not {value!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class TableProperties:
     """Typed view of a table's configuration map."""

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from lakequery.errors import SchemaError
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
+from lakequery.protocol.properties import PropertyError, property_value_problem
 from lakequery.protocol.row_tracking_enablement import with_row_tracking_columns
 from lakequery.protocol.schema import PrimitiveType, StructType, schema_to_json
 from lakequery.writer.schema_evolution import assign_column_mapping
@@ -39,12 +40,22 @@ DELETION_VECTORS_KEY = "delta.enableDeletionVectors"
 def split_configuration(
     configuration: Mapping[str, str] | None,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(stored properties, pseudo-properties)."""
+    """(stored properties, pseudo-properties), after checking the values of the
+    properties lakequery knows, before anything is committed (as ALTER does).
+
+    Raises:
+        PropertyError: a value the property cannot take (``delta.checkpointInterval``
+            of ``"abc"`` was committed, and then failed every later write).
+    """
     stored: dict[str, str] = {}
     pseudo: dict[str, str] = {}
     for key, value in (configuration or {}).items():
         target = pseudo if key.startswith(PSEUDO_PREFIXES) else stored
         target[str(key)] = str(value)
+    for key, value in stored.items():
+        problem = property_value_problem(key, value)
+        if problem:
+            raise PropertyError(problem)
     return stored, pseudo
 
 

@@ -469,6 +469,47 @@ def test_every_input_kind(uri: str) -> None:
         lakequery.write(uri, iter([]), mode="append")
 
 
+@pytest.mark.parametrize(
+    "configuration",
+    [
+        {"delta.checkpointInterval": "abc"},
+        {"delta.checkpointInterval": "0"},
+        {"delta.appendOnly": "maybe"},
+        {"delta.deletedFileRetentionDuration": "garbage"},
+        {"delta.targetFileSize": "big"},
+    ],
+)
+def test_bad_property_values_are_refused_before_committing(
+    uri: str, configuration: dict[str, str]
+) -> None:
+    """A value was stored as given: ``delta.checkpointInterval="abc"`` committed the
+    write and then failed it, and every later write, after their commits."""
+    with pytest.raises(lakequery.LakeQueryError, match=next(iter(configuration))):
+        lakequery.write(uri, pa.table({"id": [1]}), configuration=configuration)
+    assert not os.path.exists(os.path.join(uri, "_delta_log"))
+    lakequery.write(uri, pa.table({"id": [1]}), configuration={"delta.targetFileSize": "1mb"})
+    with pytest.raises(lakequery.LakeQueryError, match="checkpointInterval"):
+        lakequery.write(
+            uri,
+            pa.table({"id": [2]}),
+            mode="append",
+            configuration={"delta.checkpointInterval": "-1"},
+        )
+    assert lakequery.DeltaTable(uri).snapshot().version == 0
+
+
+def test_a_bad_stored_interval_does_not_fail_writes_after_their_commit(tmp_path: Path) -> None:
+    """A checkpoint interval another writer stored that lakequery cannot parse: writes
+    commit and return (no checkpoint), rather than committing and raising."""
+    from tablekit import TableKit
+
+    kit = TableKit(tmp_path / "t")
+    kit.create(pa.schema([("id", pa.int64())]), configuration={"delta.checkpointInterval": "x"})
+    for i in range(12):
+        assert lakequery.write(kit.uri, pa.table({"id": [i]}), mode="append").version == i + 1
+    assert lakequery.DeltaTable(kit.uri).snapshot().num_records() == 12
+
+
 def test_pandas_named_index_levels_are_columns(uri: str) -> None:
     """A named index is data (``set_index("k")``), kept as a column as ``deltalake`` and
     pyarrow do; an unnamed one (the default ``RangeIndex``) is not."""
