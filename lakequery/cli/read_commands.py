@@ -83,7 +83,10 @@ def describe_data(snap: Snapshot) -> dict[str, Any]:
             pc.sum(pc.is_valid(pc.struct_field(dvs, "storageType"))).as_py() or 0
         ),
         "rows_deleted_by_deletion_vectors": deleted,
-        "deletion_vector_share": (deleted / records) if records else 0.0,
+        # of the rows the files hold, the share deletion vectors hide
+        "deletion_vector_share": (
+            deleted / (records + deleted) if records is not None and records + deleted else 0.0
+        ),
     }
 
 

@@ -66,6 +66,13 @@ def test_describe_matches_the_api(table: str) -> None:
     assert [f["name"] for f in out["schema"]] == ["id", "g", "kind"]
     old = run_json("describe", table, "--version", "1")
     assert old["version"] == 1 and old["num_records"] == 20
+    assert out["deletion_vector_share"] == 0.0
+    lq.DeltaTable(table).delete("id >= 4")  # files left with a few rows keep a DV
+    after = run_json("describe", table)
+    hidden = after["rows_deleted_by_deletion_vectors"]
+    assert after["num_records"] == 4 and hidden > after["num_records"]
+    # the share of the rows the files hold (it was hidden / live, above 1 here)
+    assert after["deletion_vector_share"] == pytest.approx(hidden / (hidden + 4))
 
 
 def test_history_and_time_travel(table: str) -> None:
