@@ -1,9 +1,11 @@
 """The command group: global options, one-line errors and exit codes.
 
-Decision: errors lakequery raises on purpose (:class:`~lakequery.LakeQueryError`) and
-bad argument values (``ValueError``) print ``error: <class>: <message>`` on stderr and
-exit with 1 (2 for a bad value, as click does for usage errors); anything else is a bug
-and keeps its traceback. ``--debug`` shows the traceback for every error.
+Decision: errors lakequery raises on purpose (:class:`~lakequery.LakeQueryError`),
+DuckDB's errors (the user's SQL and input files: a missing table, a syntax error, a file
+that is not Parquet) and bad argument values (``ValueError``) print ``error: <class>:
+<message>`` on stderr and exit with 1 (2 for a bad value, as click does for usage
+errors); anything else is a bug and keeps its traceback. ``--debug`` shows the traceback
+for every error.
 """
 
 from __future__ import annotations
@@ -47,13 +49,27 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (LakeQueryError, ValueError) as exc:
+        except Exception as exc:
+            expected = isinstance(exc, LakeQueryError | ValueError) or _duckdb_error(exc)
             opts = ctx.find_object(Options)
-            if opts is not None and opts.debug:
+            if not expected or (opts is not None and opts.debug):
                 raise
-            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-            code = EXIT_USAGE if not isinstance(exc, LakeQueryError) else EXIT_ERROR
+            message = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            click.echo(f"error: {type(exc).__name__}: {message}", err=True)  # one line
+            code = (
+                EXIT_USAGE
+                if isinstance(exc, ValueError) and not isinstance(exc, LakeQueryError)
+                else EXIT_ERROR
+            )
             raise SystemExit(code) from None
+
+
+def _duckdb_error(exc: Exception) -> bool:
+    """Whether DuckDB raised ``exc``: in the CLI that is the user's SQL (``sql``) or input
+    file (``write``): a missing table or file, a syntax error, a file that is not Parquet.
+    (DuckDB is only looked up: a command that never imported it raised none of its errors.)"""
+    duckdb = sys.modules.get("duckdb")
+    return duckdb is not None and isinstance(exc, duckdb.Error)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -73,7 +73,13 @@ _FREE = frozenset(
     {"delta.dataSkippingStatsColumns", "delta.parquet.format.version", "delta.targetFileSize"}
 )
 #: Every user-settable ``delta.*`` key lakequery knows (digest §18).
-KNOWN_PROPERTIES = BOOLEAN_PROPERTIES | INTERVAL_PROPERTIES | INTEGER_PROPERTIES | frozenset(CHOICE_PROPERTIES) | _FREE
+KNOWN_PROPERTIES = (
+    BOOLEAN_PROPERTIES
+    | INTERVAL_PROPERTIES
+    | INTEGER_PROPERTIES
+    | frozenset(CHOICE_PROPERTIES)
+    | _FREE
+)
 #: Keys only writers set.
 _RESERVED = frozenset(
     {

@@ -221,6 +221,10 @@ def test_convert_a_parquet_folder(tmp_path: Path) -> None:
         (["checkpoint", "{missing}"], 1, "TableNotFoundError"),
         (["convert", "{missing}"], 1, "Error"),
         (["--storage-option", "oops", "describe", "{table}"], 2, "KEY=VALUE"),
+        # DuckDB's errors are the user's SQL or input file: one line too
+        (["sql", "SELECT * FROM nosuch", "-t", "t={table}"], 1, "CatalogException"),
+        (["sql", "SELEC 1", "-t", "t={table}"], 1, "ParserException"),
+        (["write", "{table}", "{missing}/none.csv"], 1, "IOException"),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(
