@@ -153,7 +153,15 @@ def loaded_log(
         listing = find_listing(storage, version)
     listed_from_start = False
     while True:
-        segment = select_segment(listing, version, uri=storage.root)
+        try:
+            segment = select_segment(listing, version, uri=storage.root)
+        except VersionNotFoundError:
+            if listed_from_start:
+                raise
+            # a listing from the checkpoint hint cannot say which older versions exist:
+            # list from version 0 (error path only), so the error names the real range
+            listing, listed_from_start = list_log(storage, 0), True
+            continue
         cur = con or replay_cursor(segment.checkpoint, segment.commits)
         reader = LogReader(storage, cur)
         try:

@@ -195,6 +195,21 @@ def test_time_travel_after_log_cleanup(tmp_path: Path) -> None:
         table.snapshot(as_of=at(T0 + 250_000))  # version 2 is no longer reconstructable
 
 
+def test_a_version_past_the_end_names_the_whole_range(tmp_path: Path) -> None:
+    """With a checkpoint (and its ``_last_checkpoint`` hint) the log is listed from the
+    checkpoint, which cannot tell which older versions exist: the error said 3..3."""
+    kit = build(tmp_path / "t", [T0, T0 + 100_000, T0 + 200_000, T0 + 300_000])
+    kit.checkpoint(3)
+    table = lq.DeltaTable(kit.uri)
+    with pytest.raises(lq.VersionNotFoundError, match=r"versions: 0\.\.3") as info:
+        table.snapshot(version=9)
+    assert (info.value.earliest, info.value.latest) == (0, 3)
+    for v in range(3):
+        kit.commit_path(v).unlink()  # now 3 is the earliest indeed
+    with pytest.raises(lq.VersionNotFoundError, match=r"versions: 3\.\.3"):
+        lq.DeltaTable(kit.uri).snapshot(version=9)
+
+
 def test_version_and_as_of_together_is_refused(tmp_path: Path) -> None:
     kit = build(tmp_path / "t", [T0, T0 + 100_000])
     with pytest.raises(ValueError):
