@@ -36,7 +36,7 @@ from lakequery import arrow_kernels as pc
 from lakequery import cdf
 from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
-from lakequery.errors import StreamError
+from lakequery.errors import StreamError, VersionNotFoundError
 from lakequery.log_reader import replay_cursor
 from lakequery.log_segment import list_log, load_state
 from lakequery.metadata import Metadata
@@ -411,7 +411,16 @@ def _start(dt: DeltaTable, starting_version: int | None) -> tuple[Snapshot, Stre
     if starting_version is None:
         snap = dt.snapshot()
         return snap, StreamOffset(snap.version, -1, True, snap.metadata.id)
-    snap = dt.snapshot(version=max(starting_version - 1, 0))
+    try:
+        snap = dt.snapshot(version=max(starting_version - 1, 0))
+    except VersionNotFoundError as exc:  # named after the version asked for, not the one before
+        raise VersionNotFoundError(
+            dt.uri,
+            version=starting_version,
+            earliest=exc.earliest,
+            latest=exc.latest,
+            detail="a stream from a version reads the table as of the version before it",
+        ) from None
     return snap, StreamOffset(starting_version, -1, False, snap.metadata.id)
 
 

@@ -52,6 +52,13 @@ def test_snapshot_first_then_each_append_once(table: str) -> None:
     assert _ids(again) == [[30, 31, 40, 41, 50, 51]]
 
 
+def test_a_starting_version_past_the_end_is_named_in_the_error(table: str) -> None:
+    _append(table, [2])
+    with pytest.raises(lq.VersionNotFoundError, match=r"version 100 .*versions: 0\.\.1") as info:
+        list(lq.DeltaTable(table).stream(starting_version=100))
+    assert info.value.version == 100  # not 99, the snapshot the stream starts from
+
+
 def test_batch_limits_split_inside_a_version_and_resume_there(table: str) -> None:
     dt = lq.DeltaTable(table)
     start = list(dt.stream())[-1].offset
