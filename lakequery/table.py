@@ -254,6 +254,8 @@ class DeltaTable:
         """
         from lakequery.history import history_entries
 
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be 0 or more, not {limit}")
         listing = list_log(self.storage, 0)
         latest = self._latest_without_files()
         return history_entries(

@@ -140,6 +140,12 @@ def test_history_limit(tmp_path: Path, limit: int, versions: list[int]) -> None:
         assert history[0].operation == "SET TBLPROPERTIES"
 
 
+def test_a_negative_history_limit_is_refused(tmp_path: Path) -> None:
+    kit = build(tmp_path / "t")
+    with pytest.raises(ValueError, match="limit"):
+        lq.DeltaTable(kit.uri).history(limit=-1)  # it returned no commit at all
+
+
 def test_history_after_log_cleanup_lists_remaining_commits(tmp_path: Path) -> None:
     kit = build(tmp_path / "t")
     kit.checkpoint(3)

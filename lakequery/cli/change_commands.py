@@ -158,10 +158,20 @@ def optimize_cmd(
 @click.argument("path")
 @click.option("--retention-hours", type=float, help="Default: the table's (7 days).")
 @click.option("--execute", is_flag=True, help="Delete the files (default: a dry run).")
+@click.option(
+    "--no-enforce-retention",
+    "unenforced",
+    is_flag=True,
+    help="Allow a retention shorter than the table's (readers of older versions may fail).",
+)
 @pass_options
-def vacuum_cmd(opts: Options, path: str, retention_hours: float | None, execute: bool) -> None:
+def vacuum_cmd(
+    opts: Options, path: str, retention_hours: float | None, execute: bool, unenforced: bool
+) -> None:
     """VACUUM: list (or, with --execute, delete) files no retained version needs."""
-    result = opts.table(path).vacuum(retention_hours=retention_hours, dry_run=not execute)
+    result = opts.table(path).vacuum(
+        retention_hours=retention_hours, dry_run=not execute, enforce_retention=not unenforced
+    )
     emit_result(opts.json, "vacuum" if execute else "vacuum (dry run)", result)
 
 

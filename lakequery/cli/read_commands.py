@@ -111,7 +111,7 @@ def describe_cmd(opts: Options, path: str, version: int | None, as_of: str | Non
 
 @click.command("history")
 @click.argument("path")
-@click.option("--limit", type=int, help="Only the newest N commits.")
+@click.option("--limit", type=click.IntRange(min=0), help="Only the newest N commits.")
 @pass_options
 def history_cmd(opts: Options, path: str, limit: int | None) -> None:
     """The table's commits, newest first."""
@@ -183,7 +183,15 @@ def schema_cmd(opts: Options, path: str, version: int | None, as_of: str | None)
 
 @click.command("head")
 @click.argument("path")
-@click.option("-n", "--rows", "n", default=10, show_default=True, help="How many rows.")
+@click.option(
+    "-n",
+    "--rows",
+    "n",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="How many rows.",
+)
 @click.option("--columns", metavar="A,B", help="Only these columns.")
 @click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP)
 @snapshot_options
@@ -290,6 +298,12 @@ def _offset(value: str | None) -> str | dict[str, Any] | None:
 @click.option("--columns", metavar="A,B", help="Only these columns.")
 @click.option("--filter", "filter_", metavar="PREDICATE", help=_FILTER_HELP)
 @click.option("--change-feed", is_flag=True, help="Stream the change data feed.")
+@click.option(
+    "--ignore-deletes", is_flag=True, help="Pass over commits that only remove whole files."
+)
+@click.option(
+    "--skip-change-commits", is_flag=True, help="Pass over every commit that removes rows."
+)
 @pass_options
 def stream_cmd(
     opts: Options,
@@ -302,6 +316,8 @@ def stream_cmd(
     columns: str | None,
     filter_: str | None,
     change_feed: bool,
+    ignore_deletes: bool,
+    skip_change_commits: bool,
 ) -> None:
     """The table as a message queue: its rows, then each new commit's, batch by batch.
 
@@ -315,6 +331,8 @@ def stream_cmd(
         filter=filter_,
         max_files_per_batch=max_files,
         read_change_feed=change_feed,
+        ignore_deletes=ignore_deletes,
+        skip_change_commits=skip_change_commits,
         follow=follow,
         poll_interval=poll_interval,
     )

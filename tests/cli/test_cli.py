@@ -221,6 +221,8 @@ def test_convert_a_parquet_folder(tmp_path: Path) -> None:
         (["checkpoint", "{missing}"], 1, "TableNotFoundError"),
         (["convert", "{missing}"], 1, "Error"),
         (["--storage-option", "oops", "describe", "{table}"], 2, "KEY=VALUE"),
+        (["head", "{table}", "-n", "-3"], 2, "-3"),
+        (["history", "{table}", "--limit", "-1"], 2, "-1"),
         # DuckDB's errors are the user's SQL or input file: one line too
         (["sql", "SELECT * FROM nosuch", "-t", "t={table}"], 1, "CatalogException"),
         (["sql", "SELEC 1", "-t", "t={table}"], 1, "ParserException"),
@@ -287,3 +289,19 @@ def test_progress_drawn_on_a_terminal(table: str) -> None:
     assert proc.returncode == 0
     assert "OPTIMIZE" in drawn and "files" in drawn and "\x1b[" in drawn
     assert proc.stdout is not None and "\x1b" not in proc.stdout.read().decode()
+
+
+def test_flags_that_lift_the_documented_refusals(table: str) -> None:
+    """The errors name the API's arguments; the commands have the matching flags."""
+    refused = run("vacuum", table, "--retention-hours", "0", check=False)
+    assert refused.returncode == 1 and "RetentionError" in refused.stderr
+    dry = run_json("vacuum", table, "--retention-hours", "0", "--no-enforce-retention")
+    assert dry is not None
+    lq.DeltaTable(table).delete("g = 1")  # whole files removed
+    lq.write(table, pa.table({"id": [99], "g": [1], "kind": ["x"]}), mode="append")
+    stopped = run("--json", "stream", table, "--from-version", "4", check=False)
+    assert stopped.returncode == 1 and "ignore_deletes" in stopped.stderr
+    lines = run("--json", "stream", table, "--from-version", "4", "--ignore-deletes").stdout
+    assert [json.loads(x)["id"] for x in lines.splitlines() if '"id"' in x] == [99]
+    skipped = run("--json", "stream", table, "--from-version", "4", "--skip-change-commits")
+    assert [json.loads(x)["id"] for x in skipped.stdout.splitlines() if '"id"' in x] == [99]
