@@ -317,13 +317,20 @@ def _footers(storage: Storage, paths: list[str]) -> list[pq.FileMetaData]:
         raise
 
 
-def _data_files(storage: Storage) -> pa.Table:
-    """Listed files that are data: not hidden, not under ``_delta_log``."""
+def _data_files(storage: Storage, partition_names: Sequence[str] = ()) -> pa.Table:
+    """Listed files that are data: not hidden, not under ``_delta_log``. A directory of a
+    declared partition column is not hidden, even when the column's name starts with
+    ``_`` or ``.`` (``_g=1/``)."""
     listing = list_tree(storage)
     paths = listing.column("path")
     if pc.any(pc.starts_with(paths, "_delta_log/")).as_py():
         raise TableAlreadyExistsError(storage.root, "it has a _delta_log: it is a Delta table")
-    files = listing.filter(pc.invert(pc.match_substring_regex(paths, _HIDDEN_RE)))
+    looked_at = paths
+    if partition_names:
+        names = "|".join(re.escape(n) for n in partition_names)
+        # RE2 has no lookahead: the partition directories are renamed before the test
+        looked_at = pc.replace_substring_regex(paths, f"(^|/)(?:{names})=", "\\1p=")
+    files = listing.filter(pc.invert(pc.match_substring_regex(looked_at, _HIDDEN_RE)))
     if not files.num_rows:
         raise SchemaError(
             f"no Parquet files under {storage.root!r} (files and directories starting with "
@@ -372,7 +379,7 @@ def convert_to_delta(
             "column mapping after converting, not in the conversion"
         )
     spec = _declared_types(partition_by)
-    files = _data_files(storage)
+    files = _data_files(storage, [name for name, _ in spec])
     paths = [str(p) for p in files.column("path").to_pylist()]
     part_fields, part_values = _partition_values(files.column("path"), spec)
     footers = _footers(storage, paths)

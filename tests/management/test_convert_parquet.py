@@ -179,6 +179,19 @@ def test_hive_partitioned_folder_with_inferred_types(folder: Path) -> None:
     )
 
 
+def test_partition_directories_of_a_column_named_with_an_underscore(folder: Path) -> None:
+    """``_g=1/`` is the declared partition column's directory, not a hidden one; other
+    ``_`` directories stay ignored."""
+    for g, ids in ((1, [1, 2]), (2, [3])):
+        (folder / f"_g={g}").mkdir(parents=True)
+        pq.write_table(pa.table({"id": ids}), folder / f"_g={g}" / "part.parquet")
+    (folder / "_tmp").mkdir()
+    pq.write_table(pa.table({"id": [99]}), folder / "_tmp" / "junk.parquet")
+    snap = lq.convert_to_delta(str(folder), partition_by=["_g"]).snapshot()
+    got = sorted((r["id"], r["_g"]) for r in snap.scan().to_arrow().to_pylist())
+    assert got == [(1, 1), (2, 1), (3, 2)]
+
+
 def test_timestamp_partitions(folder: Path) -> None:
     """Escaped timestamp directory values (``ts=2024-01-01%2010%3A00%3A00.500000``) are
     inferred as ``timestamp`` and read as UTC."""
