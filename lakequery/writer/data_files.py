@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import empty_table, int_values
-from lakequery.errors import SchemaError, SchemaMismatchError
+from lakequery.errors import SchemaError, SchemaMismatchError, StorageError
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.column_mapping import (
     physical_name,
@@ -388,7 +388,11 @@ class _Writer:
         self.checked_directories: set[str] = set()  # once per directory and writer
         self.fs: pafs.FileSystem
         self.fs_path: Callable[[str], str]
-        if storage.protocol == "file":
+        # Only a local table has directories to make: on an object store a "directory" is
+        # a key prefix, and s3fs's recursive mkdir creates a missing bucket (a misspelt
+        # bucket name would appear in the account instead of the write failing).
+        self.make_directories = storage.protocol == "file"
+        if self.make_directories:
             self.fs, self.fs_path = pafs.LocalFileSystem(), str
         else:
             self.fs, self.fs_path = storage.arrow_filesystem()
@@ -522,7 +526,8 @@ class _Writer:
         if parent not in self.checked_directories:  # never write through a link out
             self.check_directory(self.join(relative).rsplit("/", 1)[0])
             self.checked_directories.add(parent)
-        self.fs.create_dir(parent, recursive=True)
+        if self.make_directories:
+            self.fs.create_dir(parent, recursive=True)
         sink = self.fs.open_output_stream(path)
         writer = pq.ParquetWriter(
             sink,
@@ -594,6 +599,10 @@ def _write_all(writer: _Writer, data: WriteInput, state: WriteState, *, release:
         return writer.finish(release=release)
     except BaseException as exc:
         writer.abort()
+        if isinstance(exc, FileNotFoundError) and not isinstance(exc, StorageError):
+            # writing, not reading: the bucket (or the local root) is missing
+            reason = f"{type(exc).__name__}: {exc}"
+            raise StorageError(state.table_uri, "write data file", reason) from exc
         if isinstance(exc, Exception):
             raise_storage_failure(exc, state.table_uri, "write data file")
         raise

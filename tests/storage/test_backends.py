@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,33 @@ def test_s3_missing_bucket(moto_server: str, s3_storage_options: dict[str, Any])
         st.put_if_absent(path, b"{}")
     assert failed.value.uri == path
     assert failed.value.operation == "put_if_absent"
+
+
+def test_a_write_to_a_missing_bucket_fails_and_creates_no_bucket(
+    moto_server: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """The writer made the data file's "directory" first, and s3fs's recursive mkdir
+    creates a missing bucket: a misspelt bucket name appeared in the account."""
+    import boto3
+    import pyarrow as pa
+
+    import lakequery as lq
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_server,
+        region_name=s3_storage_options["client_kwargs"]["region_name"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    name = "lq-typo-" + os.urandom(6).hex()
+    for options in (
+        s3_storage_options,
+        {k: v for k, v in s3_storage_options.items() if k != "client_kwargs"},
+    ):
+        with pytest.raises(StorageError, match="bucket"):
+            lq.write(f"s3://{name}/t", pa.table({"a": [1]}), storage_options=options)
+        assert name not in [b["Name"] for b in client.list_buckets()["Buckets"]]
 
 
 def test_s3_unreachable_endpoint_raises_storage_error(s3_storage_options: dict[str, Any]) -> None:
