@@ -57,6 +57,43 @@ class RetryingS3FileSystem(S3FileSystem):  # type: ignore[misc]  # s3fs is untyp
         self.retries = 1 + int(lakequery_retries)
 
 
+#: What s3fs takes besides its ``S3FileSystem`` arguments: fsspec's listing cache and
+#: instance cache switches, and aiobotocore's session arguments.
+_S3FS_EXTRA_OPTIONS = frozenset(
+    {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache"}
+)
+_MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs")
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuses options s3fs would only trip over at the first request, deep in its session
+    (``TypeError: AioSession.__init__() got an unexpected keyword argument``): unknown
+    keys, such as deltalake's ``AWS_ACCESS_KEY_ID``, and argument maps that are not maps.
+
+    Raises:
+        ValueError: naming the options.
+    """
+    import inspect
+
+    from aiobotocore.session import AioSession
+
+    known = set(inspect.signature(S3FileSystem.__init__).parameters)
+    known |= set(inspect.signature(AioSession.__init__).parameters) | _S3FS_EXTRA_OPTIONS
+    known -= {"self", "kwargs"}
+    unknown = sorted(
+        str(k) for k in options if str(k) not in known and not str(k).startswith("lakequery.")
+    )
+    if unknown:
+        raise ValueError(
+            f"unknown storage option(s) {unknown}: s3fs's S3FileSystem arguments are "
+            "expected (key, secret, token, endpoint_url, client_kwargs={'region_name': ...}, "
+            "...), not deltalake's AWS_* keys"
+        )
+    for name in _MAPPING_OPTIONS:
+        if name in options and not isinstance(options[name], Mapping):
+            raise ValueError(f"storage option {name!r} must be a mapping, not {options[name]!r}")
+
+
 class S3Storage(Storage):
     """A table under ``s3://bucket/prefix``; locations are ``s3://bucket/key``."""
 
@@ -66,6 +103,7 @@ class S3Storage(Storage):
         self._options = dict(storage_options or {})
         try:
             retries = retries_from_options(self._options)
+            _check_options(self._options)
         except ValueError as exc:
             raise StorageError(root, "open", str(exc)) from None
         install_s3fs_handler()

@@ -155,6 +155,26 @@ def test_a_write_to_a_missing_bucket_fails_and_creates_no_bucket(
         assert name not in [b["Name"] for b in client.list_buckets()["Buckets"]]
 
 
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"foo": "bar"}, "foo"),
+        ({"AWS_ACCESS_KEY_ID": "k"}, "AWS_ACCESS_KEY_ID"),  # deltalake's spelling
+        ({"client_kwargs.region_name": "x"}, "client_kwargs.region_name"),  # a CLI -s slip
+        ({"client_kwargs": "notadict"}, "client_kwargs"),
+    ],
+)
+def test_s3_options_s3fs_would_trip_over_are_refused_at_open(
+    s3_storage_options: dict[str, Any], extra: dict[str, Any], named: str
+) -> None:
+    """They failed at the first request, inside s3fs's session, with a bare TypeError or
+    AttributeError."""
+    with pytest.raises(StorageError, match=named) as failed:
+        open_storage("s3://bucket/t", {**s3_storage_options, **extra})
+    assert failed.value.operation == "open"
+    open_storage("s3://bucket/t", {**s3_storage_options, "use_listings_cache": False})
+
+
 def test_s3_unreachable_endpoint_raises_storage_error(s3_storage_options: dict[str, Any]) -> None:
     with socket.socket() as sock:  # a loopback port nobody listens on
         sock.bind(("127.0.0.1", 0))
