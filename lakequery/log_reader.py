@@ -24,7 +24,7 @@ from lakequery.protocol.log_files import Checkpoint, LogFile
 from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
 from lakequery.protocol.sql_spelling import string_list
 from lakequery.storage import Storage
-from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
+from lakequery.storage.engine_errors import public_text, raise_storage_failure, storage_failure
 
 #: Slim per-action table of the commits: version, h (key hash, NULL for non-file actions),
 #: is_add, other (raw JSON of a non-file action, else NULL).
@@ -384,7 +384,8 @@ class LogReader:
 
 
 def _first_line(msg: str) -> str:
-    return re.sub(r"\s+", " ", msg.strip().splitlines()[0] if msg.strip() else msg)[:400]
+    line = re.sub(r"\s+", " ", msg.strip().splitlines()[0] if msg.strip() else msg)
+    return public_text(line)[:400]
 
 
 class _Group(NamedTuple):

@@ -419,3 +419,25 @@ def test_missing_data_file_on_s3_names_the_file(
         ENGINES[engine](scan)
     assert isinstance(info.value, (FileNotFoundError, duckdb.IOException))
     assert victim.rsplit("/", 1)[-1] in str(info.value)
+
+
+def test_a_corrupt_commit_on_s3_is_named_by_its_public_location(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """DuckDB names objects by lakequery's private protocol (``lqs3<digest>://``); the
+    error shows the ``s3://`` location the user knows."""
+    import pyarrow as pa
+    import s3fs
+
+    lq.write(s3_table_uri, pa.table({"x": [1]}), storage_options=s3_storage_options)
+    fs = s3fs.S3FileSystem(
+        key=s3_storage_options["key"],
+        secret=s3_storage_options["secret"],
+        endpoint_url=s3_storage_options["endpoint_url"],
+        client_kwargs=s3_storage_options["client_kwargs"],
+    )
+    fs.pipe(s3_table_uri[5:] + "/_delta_log/00000000000000000001.json", b'{"add": {nope\n')
+    with pytest.raises(lq.CorruptLogError) as info:
+        lq.DeltaTable(s3_table_uri, storage_options=s3_storage_options).snapshot()
+    assert "00000000000000000001.json" in str(info.value)
+    assert "lqs3" not in str(info.value)

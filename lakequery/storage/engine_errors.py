@@ -108,6 +108,20 @@ def _named(text: str, where: str) -> str:
     return where
 
 
+_PRIVATE_SCHEME = re.compile(r"\blq(s3|memory|file)[0-9a-f]{10}://")
+
+
+def public_text(text: str) -> str:
+    """``text`` (an engine's error message) with the bridges' private protocols
+    (``lqs3<digest>://``) spelled as the public schemes they stand for (``s3://``).
+
+    Example:
+        >>> public_text('Malformed JSON in file "lqs3985eab6354://b/t/_delta_log/1.json"')
+        'Malformed JSON in file "s3://b/t/_delta_log/1.json"'
+    """
+    return _PRIVATE_SCHEME.sub(lambda m: f"{m.group(1)}://", text)
+
+
 def _reason(text: str, exc: BaseException) -> str:
     """The Python exception line of a traceback carried in an engine's error text."""
     lines = [line.strip() for line in text.splitlines()]
