@@ -52,6 +52,7 @@ from lakequery.protocol.properties import (
     CHOICE_PROPERTIES,
     INTEGER_PROPERTIES,
     INTERVAL_PROPERTIES,
+    SIZE_PROPERTIES,
     property_value_problem,
 )
 from lakequery.protocol.row_tracking_enablement import (
@@ -69,14 +70,13 @@ from lakequery.snapshot import Snapshot
 FEATURE_PREFIX = "delta.feature."
 CONSTRAINT_PREFIX = "delta.constraints."
 
-_FREE = frozenset(
-    {"delta.dataSkippingStatsColumns", "delta.parquet.format.version", "delta.targetFileSize"}
-)
+_FREE = frozenset({"delta.dataSkippingStatsColumns", "delta.parquet.format.version"})
 #: Every user-settable ``delta.*`` key lakequery knows (digest §18).
 KNOWN_PROPERTIES = (
     BOOLEAN_PROPERTIES
     | INTERVAL_PROPERTIES
     | INTEGER_PROPERTIES
+    | SIZE_PROPERTIES
     | frozenset(CHOICE_PROPERTIES)
     | _FREE
 )

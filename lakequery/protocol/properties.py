@@ -84,6 +84,8 @@ INTEGER_PROPERTIES = frozenset(
         "delta.randomPrefixLength",
     }
 )
+#: Byte-size properties (``134217728``, ``128mb``).
+SIZE_PROPERTIES = frozenset({"delta.targetFileSize"})
 #: Enumerated properties and their values (any case).
 CHOICE_PROPERTIES: Mapping[str, tuple[str, ...]] = {
     "delta.checkpointPolicy": ("classic", "v2"),
@@ -117,7 +119,7 @@ def property_value_problem(key: str, value: str) -> str | None:
             parse_interval_ms(value)
         except PropertyError:
             return f"{key} takes an interval such as 'interval 7 days', not {value!r}"
-    if key == "delta.targetFileSize":
+    if key in SIZE_PROPERTIES:
         try:
             if _parse_size(value) <= 0:
                 return f"{key} must be positive, not {value!r}"
