@@ -146,6 +146,7 @@ def test_row_tracking_on_empty_table(tmp_path: Path) -> None:
         ({"delta.logRetentionDuration": "forever"}, "takes an interval"),
         ({"delta.checkpointInterval": "0"}, "must be positive"),
         ({"delta.checkpointPolicy": "v3"}, "takes one of"),
+        ({"delta.targetFileSize": "huge"}, "takes a size"),
         ({"delta.columnMapping.maxColumnId": "9"}, "maintained by writers"),
         ({"delta.constraints.c": "id > 0"}, "use add_constraint"),
         ({"delta.enableIcebergCompatV2": "true"}, "cannot write under"),
@@ -158,6 +159,12 @@ def test_set_properties_refused(tmp_path: Path, properties: dict[str, str], mess
     with pytest.raises(lq.AlterTableError, match=message):
         lq.DeltaTable(uri).alter.set_properties(properties)
     assert lq.DeltaTable(uri).snapshot().version == 0
+
+
+def test_target_file_size_takes_sizes_as_its_reader_does(tmp_path: Path) -> None:
+    uri = plain_table(str(tmp_path / "t"))
+    lq.DeltaTable(uri).alter.set_properties({"delta.targetFileSize": "64mb"})
+    assert lq.DeltaTable(uri).snapshot().properties.target_file_size == 64 << 20
 
 
 def test_unknown_delta_key_stored_when_asked(tmp_path: Path) -> None:
