@@ -62,14 +62,10 @@ cannot either:
 - *Rows cross from Python to the JVM.* Every batch is read by a Python worker and sent
   to the JVM over a socket in Arrow format; Spark's vectorised Parquet reader, its
   Parquet filter pushdown and whole-stage code generation into the scan are not used.
-- *Filter pushdown only with* ``spark.sql.python.filterPushdown.enabled`` (off by
-  default; :func:`register` turns it on for the session, and a session with it off
-  cannot read this source at all: Spark refuses a reader that implements
-  ``pushFilters``). Spark pushes only simple conjuncts (``col op literal``, ``IN``,
-  ``IS [NOT] NULL``, ``NOT``, ``LIKE 'x%'``/``'%x'``/``'%x%'``); an ``OR`` across
-  columns, functions of columns and comparisons between columns are never pushed, so
-  they skip no files. The pushed filters are used to skip files and to filter rows
-  early, and all of them are handed back to Spark, which evaluates them again.
+- *No filter pushdown.* Spark evaluates every filter itself and the source skips no file:
+  PySpark 4.2 reuses the read plan of a DataFrame's filtered query for its later queries
+  that push no filter, which would drop rows (see :mod:`lakequery.spark.datasource_read`).
+  :func:`lakequery.spark.read` prunes files through Spark's own Parquet reader.
 - *No partitioning information.* Spark's own ``df.write.partitionBy(...)`` is refused by
   Spark for a Python data source ("partitioning ... do not match the existing table's");
   use ``.option("partitionBy", "a,b")``. Spark also cannot use the table's partitioning
@@ -103,17 +99,13 @@ from lakequery.spark.datasource_options import SOURCE_NAME
 from lakequery.spark.worker_errors import lakequery_errors
 from lakequery.spark.workers import ensure_workers
 
-#: The session setting that lets Spark push filters into a Python data source.
-FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
 
 def register(spark: Any) -> None:
     """Registers the ``lakequery`` data source on a Spark session.
 
     Checks that Spark's Python workers can import lakequery, registers the source under
     the name ``lakequery`` (never ``delta``, which names Spark's own Delta source when
-    its jars are present) and turns on ``spark.sql.python.filterPushdown.enabled`` for
-    the session, so pushed filters skip files. Calling it again is harmless.
+    its jars are present). Calling it again is harmless.
 
     Spark looks a Python data source up in the *calling thread's* active session, which
     a thread other than the one that built the session does not have (the read or write
@@ -133,7 +125,6 @@ def register(spark: Any) -> None:
 
     ensure_workers(spark)
     _activate(spark)
-    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     try:
         cores = int(spark.sparkContext.defaultParallelism)
     except Exception:  # Spark Connect has no SparkContext: keep the local core count
@@ -157,4 +148,4 @@ def _activate(spark: Any) -> None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "SOURCE_NAME", "lakequery_errors", "register"]
+__all__ = ["SOURCE_NAME", "lakequery_errors", "register"]

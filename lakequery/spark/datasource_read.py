@@ -1,8 +1,18 @@
 """The read side of the ``lakequery`` Spark data source (see :mod:`lakequery.spark.datasource`).
 
 Planning runs in Spark's planner Python worker on the driver: the pinned snapshot (or
-change feed range) is scanned with the filters Spark pushed, and the surviving files are
-cut into :class:`FilesPartition` s of roughly equal bytes. A partition carries no data,
+change feed range) is scanned whole, and its files are cut into :class:`FilesPartition` s
+of roughly equal bytes.
+
+Decision: the reader takes no pushed filter (``pushFilters`` is not implemented, so Spark
+evaluates every filter itself and no file is skipped). PySpark 4.2 keeps the read plan
+that its filter pushdown returns on the DataFrame's data source and reuses it for the
+DataFrame's later queries that push no filter: after ``df.where("id = 3").count()``,
+``df.count()`` read the files and rows of ``id = 3`` only (``PythonScanBuilder``'s
+``ds.setReadInfo``; upstream keeps it per scan since SPARK-58551, not in a release this
+project can test). A read that must skip files uses :func:`lakequery.spark.read`, which
+Spark's own Parquet reader prunes. :mod:`lakequery.spark.filters` keeps the tested
+translation of Spark's filters for when pushdown is safe again. A partition carries no data,
 only what an executor needs to read its files without touching the log: the table's
 metadata and protocol as small values and the planned rows of ``Snapshot.files()`` (path,
 size, partition values, deletion vector descriptor), without statistics.
@@ -24,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType as SparkStruct
 
 from lakequery.errors import SchemaMismatchError
@@ -34,7 +44,6 @@ from lakequery.protocol.features import Protocol
 from lakequery.snapshot import Snapshot
 from lakequery.spark.conform import conform_batch, spark_arrow_schema
 from lakequery.spark.datasource_options import ReadOptions
-from lakequery.spark.filters import to_expression
 from lakequery.spark.schema import logical_schema
 from lakequery.storage import Storage, open_storage
 
@@ -311,13 +320,6 @@ class DeltaReader(DataSourceReader):  # type: ignore[misc]  # pyspark is untyped
         self.pin = pin
         self.schema_json = schema.json()
         self.parallelism = parallelism
-        self.filters: list[Filter] = []
-
-    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
-        """Keeps the filters to skip files and filter rows with, and hands all of them
-        back: Spark evaluates each again after the scan (see :mod:`lakequery.spark.filters`)."""
-        self.filters = list(filters)
-        return filters
 
     def _schema(self) -> SparkStruct:
         return SparkStruct.fromJson(json.loads(self.schema_json))
@@ -329,22 +331,18 @@ class DeltaReader(DataSourceReader):  # type: ignore[misc]  # pyspark is untyped
         dt = DeltaTable(opts.uri, storage_options=opts.storage_options)
         requested = self._schema()
         if opts.change_feed:
-            # Spark pushes filters on the DataFrame's columns, whose Arrow types are the
-            # feed's for every type a filter translates for
-            expr = to_expression(self.filters, spark_arrow_schema(requested))
-            feed = _changes(dt, opts, self.pin, expr)
+            feed = _changes(dt, opts, self.pin, None)
             meta = feed.scans[0].snapshot.metadata
             columns = output_columns(requested, logical_schema(meta.schema, feed.columns))
             scans: list[Scan] = list(feed.scans)
         else:
             snap = dt.snapshot(version=self.pin.version)
             columns = output_columns(requested, logical_schema(snap.metadata.schema))
-            expr = to_expression(self.filters, snap.schema)
-            scans = [snap.scan(columns=list(columns), filter=expr)]
+            scans = [snap.scan(columns=list(columns))]
         return plan_partitions(
             scans,
             columns,
-            expr,
+            None,
             parallelism=self.parallelism,
             max_partition_bytes=opts.max_partition_bytes,
         )

@@ -1,5 +1,9 @@
 """Spark's pushed filters (``pyspark.sql.datasource.Filter``) as lakequery predicates.
 
+Not used by the data source's reader on PySpark 4.2, which reuses a filtered query's read
+plan for the DataFrame's later queries (see :mod:`lakequery.spark.datasource_read`): kept,
+with its tests, for a PySpark release that scopes that plan to its scan.
+
 The ``lakequery`` data source receives the conjuncts of a query's ``WHERE`` clause that
 Spark can express as :class:`~pyspark.sql.datasource.Filter` objects (``EqualTo``,
 ``EqualNullSafe``, ``GreaterThan(OrEqual)``, ``LessThan(OrEqual)``, ``In``, ``IsNull``,

@@ -47,7 +47,7 @@ from conformance._compare import assert_tables_match
 from tablekit import TableKit, dv_payload, dv_protocol, with_dv, z85_encode
 
 import lakequery as lq
-from lakequery.spark.datasource import FILTER_PUSHDOWN_CONF, lakequery_errors, register
+from lakequery.spark.datasource import lakequery_errors, register
 from lakequery.spark.schema import logical_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,10 +305,6 @@ def test_bad_options_are_errors(lqs: Any, three_versions: str) -> None:
         load(lqs, three_versions, startingVersion=1).collect()
 
 
-def test_register_enables_filter_pushdown(lqs: Any) -> None:
-    assert lqs.conf.get(FILTER_PUSHDOWN_CONF) == "true"
-
-
 # -- filters ------------------------------------------------------------------------------
 
 
@@ -402,30 +398,37 @@ def test_filters_select_the_rows_spark_selects(
     assert_tables_match(got.select(want.column_names), want, context=where)
 
 
-@pytest.mark.parametrize(
-    ("where", "lq_filter"),
-    [
-        ("p = 'odd'", "p = 'odd'"),  # partition values: half the files
-        ("id >= 40", "id >= 40"),  # statistics: the last two appends
-        ("d = DATE'2026-11-02' AND p = 'even'", "d = DATE '2026-11-02' AND p = 'even'"),
-        ("s LIKE 'zz%' AND id < 10", "s LIKE 'zz%' AND id < 10"),
-        ("id < 3 OR p = 'odd'", None),  # an OR across columns: Spark pushes nothing
-    ],
-)
-def test_pushed_filters_prune_files(
-    lqs: Any, typed_table: tuple[str, pa.Table], where: str, lq_filter: str | None
+def test_a_dataframe_queried_again_reads_every_row(lqs: Any, tmp_path: Path) -> None:
+    """PySpark 4.2 reuses the read plan of a DataFrame's query that pushed filters for
+    its later queries that push none: with pushed filters used to skip files and rows,
+    ``df.count()`` after ``df.where("id = 3").count()`` gave 1 and an OR (never pushed)
+    found nothing. The source takes no pushed filter, so every query reads all rows."""
+    uri = str(tmp_path / "t")
+    for i, s in enumerate("abc"):
+        lq.write(uri, pa.table({"id": pa.array([i + 1], pa.int64()), "s": [s]}), mode="append")
+    df = load(lqs, uri)
+    assert df.where("id = 3").count() == 1
+    assert sorted(r.id for r in df.where("s = 'a' OR id = 2").collect()) == [1, 2]
+    assert df.count() == 3
+    assert df.where("s = 'c'").count() == 1
+    assert df.select("id").count() == 3
+    copy = str(tmp_path / "copy")
+    df.write.format("lakequery").mode("overwrite").save(copy)
+    assert lq.DeltaTable(copy).snapshot().num_records() == 3
+
+
+@pytest.mark.parametrize("where", ["p = 'odd'", "id >= 40", "id < 3 OR p = 'odd'"])
+def test_filters_are_spark_s_and_read_every_file(
+    lqs: Any, typed_table: tuple[str, pa.Table], where: str
 ) -> None:
-    """With one file per read task (``maxPartitionBytes=1``) the tasks of a read are the
-    files it plans: as many as lakequery's own planner keeps for the same filter."""
+    """One read task per file (``maxPartitionBytes=1``) whatever the filter; Spark's
+    result equals lakequery's own read with the same filter."""
     uri, _ = typed_table
     snap = lq.DeltaTable(uri).snapshot()
-    planned = snap.scan(filter=lq_filter).plan().num_files
     df = load(lqs, uri, maxPartitionBytes=1).where(where)
-    assert df.rdd.getNumPartitions() == planned
-    if lq_filter is None:
-        assert planned == snap.num_files == 12
-    else:
-        assert 0 < planned < snap.num_files
+    assert df.rdd.getNumPartitions() == snap.num_files == 12
+    want = snap.scan(filter=where, columns=["id"]).to_arrow().column("id").to_pylist()
+    assert sorted(r.id for r in df.select("id").collect()) == sorted(want)
 
 
 def test_read_tasks_balance_bytes(typed_table: tuple[str, pa.Table]) -> None:
