@@ -431,6 +431,24 @@ def test_filters_are_spark_s_and_read_every_file(
     assert sorted(r.id for r in df.select("id").collect()) == sorted(want)
 
 
+def test_read_tasks_carry_only_their_own_files(tmp_path: Path) -> None:
+    """Spark pickles each task's partition: a slice of the files table pickled the whole
+    table, so the bytes sent grew with the square of the file count."""
+    import pickle
+
+    from lakequery.spark.datasource_read import plan_partitions
+
+    uri = str(tmp_path / "t")
+    data = pa.table({"id": pa.array(range(400), pa.int64()), "p": [i % 200 for i in range(400)]})
+    lq.write(uri, data, partition_by=["p"])
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    whole = len(pickle.dumps(scan.plan().files))
+    parts = plan_partitions([scan], ("id", "p"), None, parallelism=1, max_partition_bytes=1)
+    assert len(parts) == 200
+    # one file's row, the metadata and schemas: a few KB each, not the 200 files' table
+    assert max(len(pickle.dumps(p)) for p in parts) < whole / 4
+
+
 def test_read_tasks_balance_bytes(typed_table: tuple[str, pa.Table]) -> None:
     """Planning without Spark: every file in exactly one task, tasks of about equal bytes."""
     from lakequery.spark.datasource_read import OPEN_COST_BYTES, plan_partitions
