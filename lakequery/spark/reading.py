@@ -254,7 +254,7 @@ class _Frame:
         df = self._scan(plan.location_list, deletions)
         names = spark_file_names(df, plan.location_list)
         parts = plan.files.column("partition_values").combine_chunks()
-        values = {n: pc.struct_field(parts, n) for n in self.partitions}
+        values = {n: _zone_free(pc.struct_field(parts, n)) for n in self.partitions}
         lookup = self.spark.createDataFrame(
             pa.table({"__lq_file": pa.array(names, pa.string()), **values})
         )
@@ -300,15 +300,28 @@ class _Frame:
             if is_void(spec.delta_type):
                 col = F.lit(None).cast(target)
             elif spec.partition and partition_columns:
-                col = F.col(quote_identifier(spec.name))
+                col = F.col(quote_identifier(spec.name)).cast(target)  # _zone_free's text
             elif spec.partition:
-                col = F.lit((literals or {}).get(spec.name)).cast(target)
+                value = (literals or {}).get(spec.name)
+                if isinstance(value, datetime) and value.tzinfo is None:
+                    value = value.isoformat(sep=" ")  # see _zone_free
+                col = F.lit(value).cast(target)
             else:
                 col = F.col(quote_identifier(spec.physical))
                 if physical_types[spec.physical] != target:
                     col = col.cast(target)
             cols.append(col.alias(spec.name))
         return df.select(*cols)
+
+
+def _zone_free(values: Any) -> Any:
+    """``timestamp_ntz`` partition values as text: Spark reads a zone-less timestamp handed
+    to it (a Python ``datetime`` literal, an Arrow column of ``createDataFrame``) as a
+    time in the session's zone, so 12:00 came back as 04:00 in Los Angeles (and a value in
+    a daylight-saving gap failed); text cast to ``timestamp_ntz`` has no zone to apply."""
+    if pa.types.is_timestamp(values.type) and values.type.tz is None:
+        return pc.strftime(values, format="%Y-%m-%d %H:%M:%S")  # %S has the fraction
+    return values
 
 
 __all__ = ["MAX_LITERAL_GROUPS", "read", "scan_frame"]

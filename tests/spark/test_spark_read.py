@@ -274,6 +274,36 @@ def test_typed_partition_columns_from_the_log(spark: Any, tmp_path: Path) -> Non
     same_as_lakequery(spark, uri, filter="ts > TIMESTAMP '2026-01-01 01:00:00+00:00' AND b")
 
 
+@pytest.mark.parametrize("groups", [3, 70])  # literals; more than MAX_LITERAL_GROUPS: a join
+def test_timestamp_ntz_partitions_in_a_session_zone_with_daylight_saving(
+    spark: Any, tmp_path: Path, groups: int
+) -> None:
+    """Spark read zone-less partition values handed to it (a datetime literal, an Arrow
+    column of createDataFrame) in the session's zone: 12:00 came back as 04:00 in Los
+    Angeles, the joined form typed the column ``timestamp``, and a value in the
+    daylight-saving gap (2024-03-10 02:30) failed the read."""
+    import datetime as dt
+
+    uri = str(tmp_path / f"ntz{groups}")
+    start = dt.datetime(2024, 3, 10, 2, 30)
+    stamps = [start + dt.timedelta(hours=i) for i in range(groups)]
+    lq.write(
+        uri,
+        pa.table({"id": list(range(groups)), "ntz": pa.array(stamps, pa.timestamp("us"))}),
+        partition_by=["ntz"],
+    )
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        df = lqs.read(spark, uri)
+        assert df.schema["ntz"].dataType.simpleString() == "timestamp_ntz"
+        got = sorted((r.id, r.ntz) for r in df.collect())
+        assert got == list(enumerate(stamps))
+        assert df.where("ntz = TIMESTAMP_NTZ'2024-03-10 02:30:00'").count() == 1
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
 def test_filters_prune_files_and_reach_the_parquet_reader(spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "prune")
     for i in range(5):
