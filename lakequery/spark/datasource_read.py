@@ -12,10 +12,12 @@ DataFrame's later queries that push no filter: after ``df.where("id = 3").count(
 ``ds.setReadInfo``; upstream keeps it per scan since SPARK-58551, not in a release this
 project can test). A read that must skip files uses :func:`lakequery.spark.read`, which
 Spark's own Parquet reader prunes. :mod:`lakequery.spark.filters` keeps the tested
-translation of Spark's filters for when pushdown is safe again. A partition carries no data,
-only what an executor needs to read its files without touching the log: the table's
-metadata and protocol as small values and the planned rows of ``Snapshot.files()`` (path,
-size, partition values, deletion vector descriptor), without statistics.
+translation of Spark's filters for when pushdown is safe again.
+
+A partition carries no data, only what an executor needs to read its files without
+touching the log: the table's metadata and protocol as small values and the planned rows
+of ``Snapshot.files()`` (path, size, partition values, deletion vector descriptor),
+without statistics.
 
 Each executor task rebuilds a metadata-only snapshot from that, reads exactly its files
 with lakequery's Arrow engine (:meth:`lakequery.scan.Scan.restricted_to`; deletion vectors
@@ -135,7 +137,7 @@ def resolve(options: ReadOptions) -> tuple[Pin, SparkStruct]:
 
     dt = DeltaTable(options.uri, storage_options=options.storage_options)
     if options.change_feed:
-        feed = _changes(dt, options, None, None)
+        feed = _changes(dt, options, None)
         meta = feed.scans[0].snapshot.metadata
         pin = Pin(starting_version=feed.starting_version, ending_version=feed.ending_version)
         return pin, logical_schema(meta.schema, feed.columns)
@@ -143,21 +145,16 @@ def resolve(options: ReadOptions) -> tuple[Pin, SparkStruct]:
     return Pin(version=snap.version), logical_schema(snap.metadata.schema)
 
 
-def _changes(
-    dt: Any, options: ReadOptions, pin: Pin | None, filter: pc.Expression | None
-) -> ChangeScan:
+def _changes(dt: Any, options: ReadOptions, pin: Pin | None) -> ChangeScan:
     if pin is not None and pin.starting_version is not None:
         return dt.changes(  # type: ignore[no-any-return]
-            starting_version=pin.starting_version,
-            ending_version=pin.ending_version,
-            filter=filter,
+            starting_version=pin.starting_version, ending_version=pin.ending_version
         )
     return dt.changes(  # type: ignore[no-any-return]
         starting_version=options.starting_version,
         ending_version=options.ending_version,
         starting_timestamp=options.starting_timestamp,
         ending_timestamp=options.ending_timestamp,
-        filter=filter,
     )
 
 
@@ -335,7 +332,7 @@ class DeltaReader(DataSourceReader):  # type: ignore[misc]  # pyspark is untyped
         dt = DeltaTable(opts.uri, storage_options=opts.storage_options)
         requested = self._schema()
         if opts.change_feed:
-            feed = _changes(dt, opts, self.pin, None)
+            feed = _changes(dt, opts, self.pin)
             meta = feed.scans[0].snapshot.metadata
             columns = output_columns(requested, logical_schema(meta.schema, feed.columns))
             scans: list[Scan] = list(feed.scans)
