@@ -202,12 +202,19 @@ class Scan:
         out.__dict__["_plan"] = out._plan_of(files, self.snapshot.num_files)
         return out
 
+    def with_columns(self, columns: Sequence[str]) -> Scan:
+        """A copy of this scan with the same plan (files, filter, row tracking columns)
+        that returns ``columns``."""
+        out = Scan(self.snapshot, columns=columns, filter=self.filter_source)
+        out.row_tracking_columns = self.row_tracking_columns
+        out.__dict__["_plan"] = self.plan()
+        return out
+
     def with_row_tracking_columns(self, names: tuple[str, str] | None) -> Scan:
         """A copy of this scan (same files) that also returns each row's id and commit
         version under ``names`` (None: without them). Commands name them after the
         table's materialized columns to carry them into rewritten files."""
-        out = self.restricted_to(self.plan().files)
-        out.__dict__["_plan"] = self.plan()
+        out = self.with_columns(self.columns)
         out.row_tracking_columns = names
         return out
 

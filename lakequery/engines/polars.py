@@ -310,10 +310,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         # ``columns=[]``: one column read (a partition column when there is one: no I/O)
         # and dropped, which keeps the frame's height (``select([])`` would not)
         carrier = (snap.partition_columns or snap.schema.names)[0]
-        one = scan.restricted_to(plan.files)
-        one.columns = [carrier]
-        one.__dict__["_plan"] = plan
-        return polars_frame(one).drop(carrier)
+        return polars_frame(scan.with_columns([carrier])).drop(carrier)
     require_local_files(scan)
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)

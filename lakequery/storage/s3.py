@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -65,6 +66,18 @@ _S3FS_EXTRA_OPTIONS = frozenset(
 _MAPPING_OPTIONS = ("client_kwargs", "config_kwargs", "s3_additional_kwargs")
 
 
+@functools.cache
+def _known_options() -> frozenset[str]:
+    """The option names s3fs takes (once per process: every table opened checks them)."""
+    import inspect
+
+    from aiobotocore.session import AioSession
+
+    known = set(inspect.signature(S3FileSystem.__init__).parameters)
+    known |= set(inspect.signature(AioSession.__init__).parameters) | _S3FS_EXTRA_OPTIONS
+    return frozenset(known - {"self", "kwargs"})
+
+
 def _check_options(options: Mapping[str, Any]) -> None:
     """Refuses options s3fs would only trip over at the first request, deep in its session
     (``TypeError: AioSession.__init__() got an unexpected keyword argument``): unknown
@@ -73,13 +86,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
     Raises:
         ValueError: naming the options.
     """
-    import inspect
-
-    from aiobotocore.session import AioSession
-
-    known = set(inspect.signature(S3FileSystem.__init__).parameters)
-    known |= set(inspect.signature(AioSession.__init__).parameters) | _S3FS_EXTRA_OPTIONS
-    known -= {"self", "kwargs"}
+    known = _known_options()
     unknown = sorted(
         str(k) for k in options if str(k) not in known and not str(k).startswith("lakequery.")
     )
