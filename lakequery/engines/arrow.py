@@ -25,7 +25,7 @@ from lakequery.arrow_buffers import bits_array
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
 from lakequery.engines.variant_files import variant_files
-from lakequery.errors import ObjectNotFoundError
+from lakequery.errors import ObjectNotFoundError, PredicateError
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.schema import StructType, has_variant
 from lakequery.storage.engine_errors import translated
@@ -82,6 +82,7 @@ class _Reader:
             self.row_ids = ArrowRowIds(scan)
             self.phys = pa.schema(list(self.phys) + self.row_ids.fields())
         self.out_schema = scan.output_schema
+        self.predicate = scan.filter_source if scan.filter is not None else None
         self.filter: pc.Expression | None = None
         self.pushdown: pc.Expression | None = None
         if scan.filter is not None:  # the predicate language is loaded by filtered reads only
@@ -97,6 +98,20 @@ class _Reader:
         self.deleted = deleted_rows(self.plan, snap.storage)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        """:meth:`_batches`; an overflow of the filter's integer arithmetic (int64 here,
+        exact in the DuckDB and Polars engines) is a :class:`PredicateError`."""
+        try:
+            yield from self._batches()
+        except pa.ArrowInvalid as exc:
+            if self.predicate is None or "overflow" not in str(exc).lower():
+                raise
+            raise PredicateError(
+                self.predicate,
+                "integer overflow: the Arrow engine computes the filter's integer "
+                "arithmetic in int64 (the DuckDB and Polars engines compute it exactly)",
+            ) from exc
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         """The scan's batches: the files' batches finished together, up to
         :data:`BATCH_ROWS` rows (the most one holds; finishing one costs ~0.1 ms whatever
         its size, and a table of many small files yields a small batch per file)."""

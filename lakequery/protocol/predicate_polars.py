@@ -91,8 +91,9 @@ class _Renderer:
             x, y = self.render(e.left), self.render(e.right)
             if e.op == "/":
                 return x.cast(pl.Float64) / y.cast(pl.Float64)
-            if integer_arith(e):  # in Int64, as the other engines (Int32 * Int32 would wrap)
-                x, y = x.cast(pl.Int64), y.cast(pl.Int64)
+            if integer_arith(e):  # exact, as in DuckDB: Int64 would wrap, and Polars then
+                # skips row groups by the wrapped bounds of their statistics
+                x, y = x.cast(pl.Int128), y.cast(pl.Int128)
             if e.op == "+":
                 return x + y
             if e.op == "-":

@@ -122,8 +122,8 @@ def to_duckdb_sql(
         if isinstance(e, Arith):
             if e.op == "/":
                 return f"(CAST({r(e.left)} AS DOUBLE) / CAST({r(e.right)} AS DOUBLE))"
-            if integer_arith(e):  # in BIGINT, as the other engines (INTEGER * INTEGER overflows)
-                return f"(CAST({r(e.left)} AS BIGINT) {e.op} CAST({r(e.right)} AS BIGINT))"
+            if integer_arith(e):  # exact, as in Polars (BIGINT * BIGINT overflows)
+                return f"(CAST({r(e.left)} AS HUGEINT) {e.op} CAST({r(e.right)} AS HUGEINT))"
             return f"({r(e.left)} {e.op} {r(e.right)})"
         if isinstance(e, And | Or):
             word = " AND " if isinstance(e, And) else " OR "
