@@ -23,7 +23,7 @@ from lakequery.log_update import latest_state
 from lakequery.protocol.log_files import earliest_version
 from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
-from lakequery.storage import Storage, open_storage
+from lakequery.storage import Storage, TableLocation, open_storage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,14 +74,16 @@ class DeltaTable:
             ``endpoint_url``, ``client_kwargs``...).
     """
 
-    def __init__(self, uri: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, uri: TableLocation, *, storage_options: Mapping[str, Any] | None = None
+    ) -> None:
         self.storage: Storage = open_storage(uri, storage_options)
         self._latest: Snapshot | None = None
 
     @classmethod
     def create(
         cls,
-        uri: str,
+        uri: TableLocation,
         schema: Any,
         *,
         partition_by: Sequence[str] | str | None = None,
@@ -693,7 +695,7 @@ class DeltaTable:
 
     def clone(
         self,
-        target_uri: str,
+        target_uri: TableLocation,
         *,
         version: int | None = None,
         as_of: datetime | str | None = None,

@@ -62,7 +62,7 @@ from lakequery.commands.file_actions import add_actions
 from lakequery.errors import InvalidPathError, TableAlreadyExistsError
 from lakequery.log_segment import list_log
 from lakequery.protocol.file_locations import absolute_uri, file_locations, storage_kind
-from lakequery.storage import Storage, open_storage
+from lakequery.storage import Storage, TableLocation, open_storage
 
 if TYPE_CHECKING:
     from lakequery.snapshot import Snapshot
@@ -128,7 +128,7 @@ def clone_adds(snapshot: Snapshot) -> list[dict[str, Any]]:
 
 def shallow_clone(
     snapshot: Snapshot,
-    target_uri: str,
+    target_uri: TableLocation,
     *,
     storage_options: Mapping[str, Any] | None = None,
 ) -> int:
@@ -191,7 +191,7 @@ def shallow_clone(
 
 def clone(
     table: DeltaTable,
-    target_uri: str,
+    target_uri: TableLocation,
     *,
     version: int | None = None,
     as_of: Any = None,

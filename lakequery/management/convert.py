@@ -79,7 +79,7 @@ from lakequery.protocol.schema import (
     from_arrow_type,
     parse_type,
 )
-from lakequery.storage import Storage, open_storage
+from lakequery.storage import Storage, TableLocation, open_storage
 from lakequery.txn import Transaction
 from lakequery.writer.new_table import new_table
 from lakequery.writer.partition_values import serialize_partition_values, uri_encode_path
@@ -340,7 +340,7 @@ def _data_files(storage: Storage, partition_names: Sequence[str] = ()) -> pa.Tab
 
 
 def convert_to_delta(
-    uri: str,
+    uri: TableLocation,
     *,
     partition_by: PartitionSpec | None = None,
     configuration: Mapping[str, str] | None = None,

@@ -49,6 +49,7 @@ from lakequery.writer.new_table import new_table, split_configuration
 
 if TYPE_CHECKING:
     from lakequery.metadata import Metadata
+    from lakequery.storage import TableLocation
     from lakequery.table import DeltaTable
 
 CreateMode = Literal["error", "ignore", "overwrite"]
@@ -84,7 +85,7 @@ def _parameters(metadata: Metadata) -> dict[str, Any]:
 
 
 def create_table(
-    uri: str,
+    uri: TableLocation,
     schema: Any,
     *,
     partition_by: Sequence[str] | str | None = None,

@@ -13,6 +13,6 @@ Example:
 """
 
 from lakequery.storage.base import FileInfo, Storage
-from lakequery.storage.uri import open_storage
+from lakequery.storage.uri import TableLocation, open_storage
 
-__all__ = ["FileInfo", "Storage", "open_storage"]
+__all__ = ["FileInfo", "Storage", "TableLocation", "open_storage"]

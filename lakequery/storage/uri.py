@@ -14,12 +14,17 @@ from lakequery.storage.base import Storage
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
-def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> Storage:
+#: A table location: a URI string or a local path (``pathlib.Path`` and other path-likes).
+TableLocation = str | os.PathLike[str]
+
+
+def open_storage(uri: TableLocation, storage_options: Mapping[str, Any] | None = None) -> Storage:
     """Open the storage backend for a table root.
 
     Args:
-        uri: A local path (relative, absolute or starting with ``~``), a ``file:///abs``
-            URI, ``s3://bucket/prefix`` (``s3a://`` is accepted) or ``memory://name``.
+        uri: A local path (relative, absolute or starting with ``~``; a string or a
+            path-like such as ``pathlib.Path``), a ``file:///abs`` URI,
+            ``s3://bucket/prefix`` (``s3a://`` is accepted) or ``memory://name``.
         storage_options: s3fs arguments for ``s3://`` (``key``, ``secret``, ``token``,
             ``endpoint_url``, ``client_kwargs``, ...); ignored by the other backends.
 
@@ -43,6 +48,7 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         ['00000000000000000000.json']
         >>> st.delete(commit)
     """
+    uri = location_text(uri)
     if not uri:
         raise InvalidPathError(uri, "empty table location")
     match = _SCHEME.match(uri)
@@ -71,6 +77,21 @@ def open_storage(uri: str, storage_options: Mapping[str, Any] | None = None) -> 
         uri,
         f"unsupported storage scheme {scheme!r} (use a local path, file://, s3:// or memory://)",
     )
+
+
+def location_text(uri: object) -> str:
+    """A table location as text: strings as they are, path-likes by ``os.fspath``.
+
+    Raises:
+        TypeError: ``uri`` is neither (bytes paths included).
+    """
+    if isinstance(uri, str):
+        return uri
+    if isinstance(uri, os.PathLike):
+        text = os.fspath(uri)
+        if isinstance(text, str):
+            return text
+    raise TypeError(f"a table location is a string or a path, not {type(uri).__name__}")
 
 
 def _local_root(uri: str) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -170,9 +171,9 @@ def _storage_of(table: Any, storage_options: Mapping[str, Any] | None) -> Storag
 
     if isinstance(table, DeltaTable):
         return table.storage
-    if isinstance(table, str):
+    if isinstance(table, str | os.PathLike):
         return open_storage(table, storage_options)
-    raise TypeError(f"write to a URI string or a DeltaTable, not {type(table).__name__}")
+    raise TypeError(f"write to a URI string, a path or a DeltaTable, not {type(table).__name__}")
 
 
 def plan_write(

@@ -30,6 +30,34 @@ def test_local_locations_are_absolute_os_paths(
     assert open_storage(f"file://localhost{tmp_path}/x").root == str(tmp_path / "x")
 
 
+def test_path_objects_are_locations(tmp_path: Path) -> None:
+    """``pathlib.Path`` (any path-like) opens, writes, creates and converts tables as its
+    text does; it was a ``TypeError`` from the URI parser."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import lakequery as lq
+
+    assert open_storage(tmp_path / "t").root == str(tmp_path / "t")
+    data = pa.table({"x": [1, 2]})
+    lq.write(tmp_path / "t", data)
+    lq.write(tmp_path / "t", data, mode="append")
+    assert lq.DeltaTable(tmp_path / "t").snapshot().scan().to_arrow().num_rows == 4
+    created = lq.DeltaTable.create(tmp_path / "c", data.schema)
+    assert created.snapshot().version == 0
+    assert created.clone(tmp_path / "clone").snapshot().version == 0
+    (tmp_path / "pq").mkdir()
+    pq.write_table(data, tmp_path / "pq" / "part-0.parquet")
+    lq.convert_to_delta(tmp_path / "pq")
+    assert lq.DeltaTable(str(tmp_path / "pq")).snapshot().scan().to_arrow().equals(data)
+
+
+@pytest.mark.parametrize("location", [b"/tmp/t", 3, None])
+def test_locations_of_other_types_are_a_type_error(location: Any) -> None:
+    with pytest.raises(TypeError, match="a table location is a string or a path"):
+        open_storage(location)
+
+
 def test_s3_and_memory_roots_are_normalised(s3_storage_options: dict[str, Any]) -> None:
     assert open_storage("s3a://bucket/a/b/", s3_storage_options).root == "s3://bucket/a/b"
     assert open_storage("s3://bucket", s3_storage_options).root == "s3://bucket"
