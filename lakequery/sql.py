@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from lakequery.snapshot import Snapshot
 from lakequery.table import DeltaTable
 
 if TYPE_CHECKING:
-    TableLike = str | DeltaTable | Snapshot | Scan
+    TableLike = str | os.PathLike[str] | DeltaTable | Snapshot | Scan
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -32,10 +33,10 @@ def _as_scan(value: TableLike) -> Scan:
         return value.scan()
     if isinstance(value, DeltaTable):
         return value.snapshot().scan()
-    if isinstance(value, str):
+    if isinstance(value, str | os.PathLike):
         return DeltaTable(value).snapshot().scan()
     raise TypeError(
-        f"cannot query a {type(value).__name__}: pass a URI, DeltaTable, Snapshot or Scan"
+        f"cannot query a {type(value).__name__}: pass a URI or path, DeltaTable, Snapshot or Scan"
     )
 
 
@@ -55,7 +56,7 @@ def sql(
             registered for that cursor alone: calls in a loop or in several threads do
             not see each other's names, open no database of their own (~10-13 ms each),
             and reuse the footers earlier reads cached.
-        **tables: a table URI, ``DeltaTable``, ``Snapshot`` (time travel) or ``Scan``
+        **tables: a table URI or path, ``DeltaTable``, ``Snapshot`` (time travel) or ``Scan``
             (a projection / filter) per name.
     """
     own = con is None

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakequery.scan import Scan, ScanPlan
+    from lakequery.storage import TableLocation
 
 #: Above this many groups of partition values, values are joined by file, not unioned.
 MAX_LITERAL_GROUPS = 64
@@ -63,7 +64,7 @@ MAX_LITERAL_GROUPS = 64
 
 def read(
     spark: SparkSession,
-    uri: str,
+    uri: TableLocation,
     *,
     version: int | None = None,
     as_of: datetime | str | None = None,

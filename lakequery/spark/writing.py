@@ -45,6 +45,8 @@ from lakequery.writer.state import WriteState
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from lakequery.storage import TableLocation
+
 #: The Spark DDL of the add-action rows the executors return (mirrors ADD_ACTION_SCHEMA).
 ADD_ACTION_DDL = (
     "path string, partitionValues map<string,string>, size bigint, "
@@ -132,7 +134,7 @@ def collect_add_actions(rows: DataFrame) -> list[dict[str, Any]]:
 
 def write(
     df: DataFrame,
-    uri: str,
+    uri: TableLocation,
     *,
     mode: WriteMode = "error",
     partition_by: Sequence[str] | str | None = None,

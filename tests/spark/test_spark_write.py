@@ -104,6 +104,13 @@ def test_unpartitioned_write_roundtrip(spark: Any, tmp_path: Path) -> None:
     assert history[0].metrics.get("numFiles") in (len(adds[0]), str(len(adds[0])))
 
 
+def test_path_objects_as_locations(spark: Any, tmp_path: Path) -> None:
+    """``lqs.write`` and ``lqs.read`` take a ``pathlib.Path`` as ``lq.write`` does."""
+    df = frame(spark, n=20, partitions=2)
+    assert lqs.write(df, tmp_path / "t").num_rows == 20
+    assert lqs.read(spark, tmp_path / "t").count() == 20
+
+
 def test_partitioned_write_roundtrip(spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     df = frame(spark, n=90, partitions=3)

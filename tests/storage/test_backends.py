@@ -43,6 +43,7 @@ def test_path_objects_are_locations(tmp_path: Path) -> None:
     lq.write(tmp_path / "t", data)
     lq.write(tmp_path / "t", data, mode="append")
     assert lq.DeltaTable(tmp_path / "t").snapshot().scan().to_arrow().num_rows == 4
+    assert lq.sql("SELECT count(*) FROM t", t=tmp_path / "t").fetchall() == [(4,)]
     created = lq.DeltaTable.create(tmp_path / "c", data.schema)
     assert created.snapshot().version == 0
     assert created.clone(tmp_path / "clone").snapshot().version == 0
