@@ -156,7 +156,7 @@ def hive_layout(scan: Scan) -> bool:
         if pc.any(pc.match_substring(text, HIVE_NULL)).as_py():
             return False  # the string itself: a Hive reader takes its directory for NULL
         texts.append(text)
-    pattern = f"^{_literal(snap.storage.root + '/')}{hive_directories(names)}/[^=]*$"
+    pattern = f"^{re2_literal(snap.storage.root + '/')}{hive_directories(names)}/[^=]*$"
     found = pc.extract_regex(plan.locations, pattern)
     if found.null_count:
         return False  # elsewhere, or a directory named col=value below the partitions
@@ -166,7 +166,7 @@ def hive_layout(scan: Scan) -> bool:
 def hive_directories(names: Sequence[str]) -> str:
     """The RE2 pattern of the ``col=value`` directories of ``names`` in order, whose
     ``i``-th group (1-based, named ``v<i-1>``) captures the ``i``-th column's value."""
-    return "/".join(f"{_literal(n)}=(?P<v{i}>[^/]*)" for i, n in enumerate(names))
+    return "/".join(f"{re2_literal(n)}=(?P<v{i}>[^/]*)" for i, n in enumerate(names))
 
 
 def hive_file_pattern(names: Sequence[str]) -> str:
@@ -176,9 +176,9 @@ def hive_file_pattern(names: Sequence[str]) -> str:
     return f"/{hive_directories(names)}/[^=]*$"
 
 
-def _literal(text: str) -> str:
-    """``text`` as a RE2 pattern matching itself (Python's ``re.escape`` also escapes
-    spaces and newlines, which RE2 refuses)."""
+def re2_literal(text: str) -> str:
+    """``text`` as a RE2 pattern matching itself: RE2's metacharacters escaped, nothing
+    else (the one spelling of names and roots in the patterns lakequery builds)."""
     return "".join("\\" + c if c in _RE2_SPECIAL else c for c in text)
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -61,6 +60,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakequery.commands.listing import list_tree
+from lakequery.engines.layout import hive_directories, re2_literal
 from lakequery.errors import (
     LakeQueryError,
     SchemaError,
@@ -191,7 +191,7 @@ def _partition_values(
                 "levels' column names (Hive layout k=v/...)"
             )
         return [], []
-    levels = "/".join(f"{re.escape(name)}=(?P<p{i}>[^/]*)" for i, (name, _) in enumerate(spec))
+    levels = hive_directories([name for name, _ in spec])
     matched = pc.extract_regex(paths, f"^{levels}/[^/]+$")
     if matched.null_count:
         shown = pc.filter(paths, pc.is_null(matched))[0].as_py()
@@ -200,7 +200,7 @@ def _partition_values(
     fields: list[StructField] = []
     serialized: list[list[str | None]] = []
     for i, (name, declared) in enumerate(spec):
-        values = _unescape(pc.struct_field(matched, f"p{i}"))
+        values = _unescape(pc.struct_field(matched, f"v{i}"))
         t = declared if declared is not None else infer_partition_type(values, name)
         typed = parse_partition_values(values, t, column=name)
         fields.append(StructField(name, t, True))
@@ -327,7 +327,7 @@ def _data_files(storage: Storage, partition_names: Sequence[str] = ()) -> pa.Tab
         raise TableAlreadyExistsError(storage.root, "it has a _delta_log: it is a Delta table")
     looked_at = paths
     if partition_names:
-        names = "|".join(re.escape(n) for n in partition_names)
+        names = "|".join(re2_literal(n) for n in partition_names)
         # RE2 has no lookahead: the partition directories are renamed before the test
         looked_at = pc.replace_substring_regex(paths, f"(^|/)(?:{names})=", "\\1p=")
     files = listing.filter(pc.invert(pc.match_substring_regex(looked_at, _HIDDEN_RE)))
