@@ -88,7 +88,7 @@ def _database(kind: str) -> duckdb.DuckDBPyConnection:
     return db
 
 
-def private_cursor(*, fixed_joins: bool = True) -> duckdb.DuckDBPyConnection:
+def private_cursor(*, fixed_joins: bool = True, utc: bool = False) -> duckdb.DuckDBPyConnection:
     """A fresh cursor for internal queries (row order never matters there).
 
     With ``fixed_joins``, a cursor of the private database, whose joins keep their sides
@@ -98,21 +98,33 @@ def private_cursor(*, fixed_joins: bool = True) -> duckdb.DuckDBPyConnection:
     Parquet): the replay of a small log segment (see
     :func:`lakequery.log_reader.replay_cursor`) and file skipping. A process that reads
     small tables through DuckDB then opens one database, not two (~10 ms to open one,
-    ~3 ms to close it at exit)."""
+    ~3 ms to close it at exit). ``utc``: as for :func:`engine_cursor`."""
     if not fixed_joins:
-        cur = engine_cursor()
+        cur = engine_cursor(utc=utc)
         cur.execute("SET SESSION preserve_insertion_order = false")
         return cur
     with _LOCK:
-        return _database("private").cursor()
+        cur = _database("private").cursor()
+    if utc:
+        cur.execute(_UTC)
+    return cur
 
 
-def engine_cursor() -> duckdb.DuckDBPyConnection:
+#: The session zone of cursors that evaluate the user's SQL over table rows (CHECK
+#: constraints, generated columns, DML expressions): timestamps as the log stores them,
+#: whatever the machine's zone.
+_UTC = "SET SESSION TimeZone = 'UTC'"
+
+
+def engine_cursor(*, utc: bool = False) -> duckdb.DuckDBPyConnection:
     """A fresh cursor of the engine database: for a relation handed to the caller, or
-    internal work that needs DuckDB's default settings (rows kept in order)."""
+    internal work that needs DuckDB's default settings (rows kept in order). With
+    ``utc``, its session zone is UTC (for evaluating the user's SQL over table rows)."""
     with _LOCK:
         cur = _database("engine").cursor()
     _ENGINE_CURSORS.add(cur)
+    if utc:
+        cur.execute(_UTC)
     return cur
 
 

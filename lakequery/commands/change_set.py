@@ -255,8 +255,7 @@ class Statement:
         # and large change tables spill to the database's temp directory. Its joins may
         # swap sides: they join Parquet scans, Arrow data and temporary tables, whose
         # sizes DuckDB knows (the private database's fixed sides are for JSON streams)
-        self.con = private_cursor(fixed_joins=False)
-        self.con.execute("SET SESSION TimeZone = 'UTC'")
+        self.con = private_cursor(fixed_joins=False, utc=True)
         # rows written into new data and change-data files (copy-on-write, updates, inserts)
         self.reporter = ProgressReporter(operation, 0, 0, callback=progress, unit="rows")
 

@@ -43,9 +43,8 @@ _VIEW = "__lq_alter_rows"
 def _count_violations(snapshot: Snapshot, expression: str) -> tuple[int, int]:
     """(violating rows, live rows) of the snapshot for a Spark SQL boolean expression."""
     test = f"COALESCE(CAST(({spark_to_duckdb(expression)}) AS BOOLEAN), FALSE)"
-    con = engine_cursor()
+    con = engine_cursor(utc=True)
     try:
-        con.execute("SET SESSION TimeZone = 'UTC'")
         rel = snapshot.scan().to_duckdb(con)
         sql = f"SELECT count(*) FILTER (WHERE NOT {test}), count(*) FROM {_VIEW}"
         bad, total = rel.query(_VIEW, sql).fetchall()[0]

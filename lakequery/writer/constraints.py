@@ -168,9 +168,8 @@ class ConstraintChecker:
         if self._con is None:
             from lakequery.duckdb_databases import engine_cursor
 
-            con = engine_cursor()  # rows in order: results line up with the batch's rows
-            con.execute("SET SESSION TimeZone = 'UTC'")
-            self._con = con
+            # rows in order: results line up with the batch's rows
+            self._con = engine_cursor(utc=True)
         return self._con
 
     def close(self) -> None:
