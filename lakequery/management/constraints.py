@@ -37,8 +37,6 @@ from lakequery.management.properties import CONSTRAINT_PREFIX, plan_properties
 from lakequery.snapshot import Snapshot
 from lakequery.writer.constraints import spark_to_duckdb
 
-_VIEW = "__lq_alter_rows"
-
 
 def _count_violations(snapshot: Snapshot, expression: str) -> tuple[int, int]:
     """(violating rows, live rows) of the snapshot for a Spark SQL boolean expression."""
@@ -46,8 +44,8 @@ def _count_violations(snapshot: Snapshot, expression: str) -> tuple[int, int]:
     con = engine_cursor(utc=True)
     try:
         rel = snapshot.scan().to_duckdb(con)
-        sql = f"SELECT count(*) FILTER (WHERE NOT {test}), count(*) FROM {_VIEW}"
-        bad, total = rel.query(_VIEW, sql).fetchall()[0]
+        # aggregate, not query: DuckDB binds a relation's file list at each statement
+        bad, total = rel.aggregate(f"count(*) FILTER (WHERE NOT {test}), count(*)").fetchall()[0]
     finally:
         con.close()
     return int(bad), int(total)
