@@ -356,9 +356,20 @@ def _plan_replace(
 
 
 def _with_predicate_constraint(plan: WritePlan) -> WritePlan:
-    """Overwrite with a predicate: every written row must match it (like replaceWhere)."""
+    """Overwrite with a predicate: every written row must match it (like replaceWhere).
+
+    The rule is the predicate as lakequery's predicate language binds it to the written
+    schema and renders it for DuckDB, the semantics that also prune the files it replaces
+    and pick the rows of those files to keep (:func:`_removes_for_overwrite`): literals
+    typed as their columns (a naive timestamp is UTC, ``0.1`` against a FLOAT column is
+    the float ``0.1``), whatever the process's time zone."""
     if plan.predicate is not None and plan.state is not None:
-        extra = (*plan.state.extra_constraints, ("predicate", plan.predicate))
+        from lakequery.protocol.predicates import bind, parse_predicate, to_duckdb_sql
+
+        meta = plan.metadata or (plan.snapshot.metadata if plan.snapshot else None)
+        assert meta is not None
+        sql = to_duckdb_sql(bind(parse_predicate(plan.predicate), meta.arrow_schema))
+        extra = (*plan.state.extra_constraints, ("predicate", plan.predicate, sql))
         plan.state = replace(plan.state, extra_constraints=extra)
     return plan
 
@@ -388,11 +399,15 @@ def _removes_for_overwrite(
     if exact:
         files = candidates.filter(partition_match(candidates, plan.predicate))
         return remove_actions(snapshot, files, now), []
-    # Rows of the candidate files that do not match stay: copy them into new files.
-    keep_sql = f"NOT coalesce(({plan.predicate}), false)"
+    # Rows of the candidate files that do not match stay: copy them into new files. The
+    # predicate as the scan bound it (see _with_predicate_constraint), not its raw text,
+    # which DuckDB would read with its own literal types and the process's time zone.
     from lakequery.duckdb_databases import engine_cursor
+    from lakequery.protocol.predicates import to_duckdb_sql
 
-    con = engine_cursor()
+    assert scan.filter is not None
+    keep_sql = f"NOT coalesce(({to_duckdb_sql(scan.filter)}), false)"
+    con = engine_cursor(utc=True)
     # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
     # the rows that must be kept.
     whole = snapshot.scan().restricted_to(candidates)
@@ -541,8 +556,10 @@ def write(
             ``"overwrite"`` (replace all rows, or those matching ``predicate``) or
             ``"ignore"`` (do nothing if the table exists).
         partition_by: partition columns of a new table (must match an existing table's).
-        predicate: with ``mode="overwrite"``, a SQL predicate (DuckDB dialect): only
-            matching rows are replaced, and every written row must match it.
+        predicate: with ``mode="overwrite"``, a filter in the language of
+            ``Snapshot.scan(filter=...)``: only matching rows are replaced, and every
+            written row must match it (the same semantics for both, whatever the
+            process's time zone).
         schema_mode: ``"merge"`` adds new columns and widens types; ``"overwrite"`` (with
             ``mode="overwrite"``) replaces the schema and partitioning.
         configuration: table properties (``delta.*`` and user keys) for a new table, or

@@ -145,24 +145,30 @@ class ConstraintChecker:
     Args:
         schema: The table schema.
         configuration: Table properties (for ``delta.constraints.*``).
-        extra: Further ``(name, SQL)`` rules (e.g. the predicate of an overwrite).
+        extra: Further ``(name, expression, DuckDB SQL)`` rules (the predicate of an
+            overwrite: as given, and as lakequery's predicate language renders it); the
+            SQL runs as it is, where the table's own constraints are Spark SQL translated
+            by :func:`spark_to_duckdb`.
     """
 
     def __init__(
         self,
         schema: StructType,
         configuration: Mapping[str, str],
-        extra: Sequence[tuple[str, str]] = (),
+        extra: Sequence[tuple[str, str, str]] = (),
     ) -> None:
         self.schema = schema
         self.constraints, self.generated = table_constraints(schema, configuration)
-        self.constraints += [Constraint(name, sql, "checkConstraints") for name, sql in extra]
+        self.rules = [(c, spark_to_duckdb(c.expression)) for c in self.constraints]
+        self.rules += [
+            (Constraint(name, text, "checkConstraints"), sql) for name, text, sql in extra
+        ]
         self._con: duckdb.DuckDBPyConnection | None = None
 
     @property
     def active(self) -> bool:
         """Whether there is anything to check or compute."""
-        return bool(self.constraints or self.generated)
+        return bool(self.rules or self.generated)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
@@ -208,7 +214,7 @@ class ConstraintChecker:
         for name in self.generated:
             if name in missing:
                 data = self._compute(data, name)
-        rules = [(r, spark_to_duckdb(r.expression)) for r in self.constraints]
+        rules = list(self.rules)
         for name, expr in self.generated.items():
             if name not in missing:
                 sql = f"{_quote((name,))} IS NOT DISTINCT FROM ({spark_to_duckdb(expr)})"

@@ -62,8 +62,10 @@ class WriteState:
         compression: Parquet codec name (a key of :data:`CODECS`).
         data_change: ``dataChange`` of the produced ``add`` actions.
         max_rows_per_row_group: Upper bound on the rows of one Parquet row group.
-        extra_constraints: Further ``(name, SQL)`` rules every written row must satisfy,
-            beyond the table's own (e.g. the predicate of an overwrite).
+        extra_constraints: Further ``(name, expression, DuckDB SQL)`` rules every written
+            row must satisfy, beyond the table's own (the predicate of an overwrite: its
+            text as given, and its rendering by lakequery's predicate language, which
+            is what runs).
         change_data: Write change data files (digest §13): the rows carry a
             ``_change_type`` column, files go under ``_change_data/`` and the result is
             ``cdc`` actions instead of ``add`` actions.
@@ -95,7 +97,7 @@ class WriteState:
     compression: str = "zstd"
     data_change: bool = True
     max_rows_per_row_group: int = 1 << 20
-    extra_constraints: tuple[tuple[str, str], ...] = ()
+    extra_constraints: tuple[tuple[str, str, str], ...] = ()
     change_data: bool = False
     adaptive_dictionary: bool = False
     identity: tuple[tuple[str, int, int], ...] = ()

@@ -6,6 +6,7 @@ it can, by the ``deltalake`` package."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -323,6 +324,60 @@ def test_predicate_overwrite_refuses_rows_outside(uri: str) -> None:
         uri, pa.table({"id": [10], "p": ["b"]}), mode="overwrite", predicate="id >= 3"
     )
     assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [2, 10]
+
+
+@pytest.fixture
+def new_york_engine_zone() -> Any:
+    """The engine database's zone as on a machine in New York (DuckDB takes it from the
+    system when the database opens)."""
+    from lakequery.duckdb_databases import engine_database
+
+    db = engine_database()
+    (old,) = db.execute("SELECT current_setting('TimeZone')").fetchone() or ("UTC",)
+    db.execute("SET GLOBAL TimeZone = 'America/New_York'")
+    yield
+    db.execute(f"SET GLOBAL TimeZone = '{old}'")
+
+
+@pytest.mark.usefixtures("new_york_engine_zone")
+def test_predicate_overwrite_replaces_what_the_filter_selects(uri: str) -> None:
+    """The rows an overwrite replaces, the rows it keeps and the check of the new rows all
+    follow lakequery's predicate language, as ``scan(filter=)`` does: the raw text was
+    run by DuckDB in the machine's zone (05:00 UTC read as before 03:00 New York time:
+    row 2 deleted) and with DOUBLE literals against FLOAT columns (0.1f > 0.1: row 1
+    deleted)."""
+    utc = dt.timezone.utc
+    ts = pa.timestamp("us", tz="UTC")
+    at = [dt.datetime(2024, 1, 1, h, tzinfo=utc) for h in (2, 5, 1)]
+    lakequery.write(uri, pa.table({"id": [1, 2], "ts": pa.array(at[:2], ts)}))
+    pred = "ts < TIMESTAMP '2024-01-01 03:00:00'"
+    assert _ids(lakequery.DeltaTable(uri).snapshot().scan(filter=pred).to_arrow().to_pylist()) == [
+        1
+    ]
+    lakequery.write(
+        uri, pa.table({"id": [10], "ts": pa.array(at[2:], ts)}), mode="overwrite", predicate=pred
+    )
+    assert _ids(lq_rows(uri)) == [2, 10]
+    with pytest.raises(ConstraintViolationError, match="predicate"):  # 04:00 UTC
+        late = [dt.datetime(2024, 1, 1, 4, tzinfo=utc)]
+        lakequery.write(
+            uri, pa.table({"id": [11], "ts": pa.array(late, ts)}), mode="overwrite", predicate=pred
+        )
+
+    f32 = f"{uri}/f32"
+    lakequery.write(f32, pa.table({"id": [1, 2], "f": pa.array([0.1, 5.0], pa.float32())}))
+    new = pa.table({"id": [10], "f": pa.array([7.0], pa.float32())})
+    lakequery.write(f32, new, mode="overwrite", predicate="f > 0.1e0")
+    assert _ids(lq_rows(f32)) == [1, 10]
+
+
+def test_predicate_overwrite_takes_quoted_column_names(uri: str) -> None:
+    """A double-quoted name is a column, as in every filter (it was read as a Spark
+    string literal by the check of the new rows)."""
+    lakequery.write(uri, pa.table({"my col": [1, 2], "id": [1, 2]}))
+    new = pa.table({"my col": [1], "id": [9]})
+    lakequery.write(uri, new, mode="overwrite", predicate='"my col" = 1')
+    assert _ids(lq_rows(uri)) == [2, 9]
 
 
 # -- commitInfo and protocols ------------------------------------------------------------------

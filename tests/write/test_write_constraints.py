@@ -52,7 +52,8 @@ def test_check_constraints(root: str) -> None:
 
 
 def test_extra_constraints(root: str) -> None:
-    state = make_state(root, SCHEMA, extra_constraints=(("predicate", "id >= 10"),))
+    rule = ("predicate", "id >= 10", '"id" >= 10')
+    state = make_state(root, SCHEMA, extra_constraints=(rule,))
     with pytest.raises(ConstraintViolationError, match="predicate"):
         write_data_files(pa.table({"id": [10, 9]}), state)
 
