@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array, python_scalar
+from lakequery.errors import SchemaError
 from lakequery.protocol.partitions import ESCAPED_BINARY_RE, HIVE_NULL
 from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType
 from lakequery.row_grouping import group_rows
@@ -98,8 +99,37 @@ def binary_partition_string(value: bytes) -> str:
     return text
 
 
-def _serialize(values: Any, t: DeltaType) -> Any:
+#: The values a date or timestamp partition value can spell (years 0001-9999, the
+#: four-digit years of §9.1's formats; readers parse no other): days and microseconds
+#: since the epoch.
+_DAYS = (-719_162, 2_932_896)
+_MICROS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def _check_range(values: Any, name: str, column: str) -> None:
+    """Refuses a date or timestamp outside the years 0001-9999 (a directory and a log
+    entry that no reader, lakequery included, could parse back)."""
+    unit = pa.int32() if name == "date" else pa.int64()
+    if name != "date":
+        values = pc.cast(values, pa.timestamp("us", values.type.tz))
+    counts = pc.cast(values, unit)
+    lo, hi = _DAYS if name == "date" else _MICROS
+    low = pc.less(counts, python_scalar(lo, unit))
+    high = pc.greater(counts, python_scalar(hi, unit))
+    bad = pc.or_(low, high)
+    if pc.any(bad).as_py():
+        shown = pc.filter(counts, bad)[0]
+        what = "days" if name == "date" else "microseconds"
+        raise SchemaError(
+            f"partition column {column!r}: {shown} {what} from 1970-01-01 is outside the "
+            "years 0001-9999 that a partition value can hold"
+        )
+
+
+def _serialize(values: Any, t: DeltaType, column: str) -> Any:
     name = t.name if isinstance(t, PrimitiveType) else ""
+    if name in ("date", "timestamp", "timestamp_ntz") and values.null_count < len(values):
+        _check_range(values, name, column)
     if name in ("float", "double"):
         single = name == "float"
         texts = [
@@ -128,18 +158,22 @@ def _serialize(values: Any, t: DeltaType) -> Any:
     raise ValueError(f"cannot partition by a column of type {name or t!r}")
 
 
-def serialize_partition_values(values: pa.Array[Any], t: DeltaType) -> list[str | None]:
+def serialize_partition_values(
+    values: pa.Array[Any], t: DeltaType, column: str = "?"
+) -> list[str | None]:
     """The ``partitionValues`` strings of some (distinct) values of a partition column.
 
     Args:
         values: The values, of the column's logical Arrow type.
         t: The column's Delta type (a primitive type).
+        column: The column's name, for errors.
 
     Returns:
         One string per value; None for null and for empty strings/binaries.
 
     Raises:
         ValueError: The type cannot be a partition column.
+        SchemaError: A date or timestamp lies outside the years 0001-9999.
 
     Example:
         >>> import datetime as dt
@@ -148,7 +182,7 @@ def serialize_partition_values(values: pa.Array[Any], t: DeltaType) -> list[str 
         >>> serialize_partition_values(ts, PrimitiveType("timestamp"))
         ['2024-06-15T19:30:45.000000Z']
     """
-    out: list[str | None] = _serialize(values, t).to_pylist()
+    out: list[str | None] = _serialize(values, t, column).to_pylist()
     return out
 
 
@@ -248,7 +282,8 @@ def split_by_partition(
     groups = group_rows([_group_column(batch.column(name)) for name in columns])
     # only the distinct values are serialized
     strings = [
-        serialize_partition_values(d, t) for d, t in zip(groups.dictionaries, types, strict=True)
+        serialize_partition_values(d, t, c)
+        for d, t, c in zip(groups.dictionaries, types, columns, strict=True)
     ]
 
     def values(g: int) -> PartitionKey:

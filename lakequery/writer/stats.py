@@ -283,7 +283,10 @@ class StatsCollector:
         if kind == "decimal":
             return _Number(format(Decimal(value), "f"))
         if kind == "date":
-            return (dt.date(1970, 1, 1) + dt.timedelta(days=value)).isoformat()
+            try:  # outside Python's years 1-9999 (as for timestamps): no bound
+                return (dt.date(1970, 1, 1) + dt.timedelta(days=value)).isoformat()
+            except OverflowError:
+                return None
         if kind in ("timestamp", "timestamp_ntz"):
             return _timestamp_text(value, "Z" if kind == "timestamp" else "")
         if kind == "string":

@@ -220,3 +220,35 @@ def test_binary_partitions_round_trip_through_every_reader(tmp_path: Path) -> No
     picked = lq.DeltaTable(uri).snapshot().scan(filter=pc.field("b") == pa.scalar(b"\xff"))
     assert picked.to_arrow()["id"].to_pylist() == [1]
     assert picked.plan().num_files == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "good"),
+    [
+        (pa.array([0, 2_932_897], pa.date32()), False),  # 10000-01-01
+        (pa.array([-719_163], pa.date32()), False),  # 0000-12-31
+        (pa.array([-719_162, 2_932_896, None], pa.date32()), True),  # 0001-01-01, 9999-12-31
+        (pa.array([253_402_300_800_000_000], pa.timestamp("us", "UTC")), False),
+        (pa.array([-62_135_596_800_000_001], pa.timestamp("us")), False),
+        (pa.array([253_402_300_799_999_999, -62_135_596_800_000_000], pa.timestamp("us")), True),
+    ],
+)
+def test_dates_and_timestamps_outside_years_1_to_9999_are_refused(
+    tmp_path: Path, values: pa.Array, good: bool
+) -> None:
+    """Such a value was committed as ``10000-01-01`` (or ``0000-12-31 ...``), which no
+    reader parses: every later read of the table failed. Now nothing is committed, and
+    the edges of the range read back."""
+    import lakequery as lq
+    from lakequery.errors import SchemaError
+
+    data = pa.table({"id": list(range(len(values))), "c": values})
+    uri = str(tmp_path / "t")
+    if good:
+        lq.write(uri, data, partition_by=["c"])
+        back = lq.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id")
+        assert back.column("c").cast(values.type).to_pylist() == values.to_pylist()
+        return
+    with pytest.raises(SchemaError, match=r"'c'.*outside the years 0001-9999"):
+        lq.write(uri, data, partition_by=["c"])
+    assert not (tmp_path / "t" / "_delta_log").exists()

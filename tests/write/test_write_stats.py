@@ -310,3 +310,18 @@ def test_surrogate_pairs_never_split(value: str) -> None:
     lo.encode("utf-8")  # a split pair would not encode
     hi = truncate_max(value)
     assert hi is None or hi.encode("utf-8")
+
+
+def test_dates_beyond_year_9999_have_no_bound(tmp_path: Path) -> None:
+    """A date Python cannot print (year 10000) leaves that side of the column's bounds
+    out, as timestamps do; it was an OverflowError and nothing was written."""
+    import lakequery as lq
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"d": pa.array([0, 2_932_897], pa.date32()), "i": [1, 2]}))
+    (raw,) = lq.DeltaTable(uri).snapshot().files().column("stats").to_pylist()
+    stats = json.loads(raw)
+    assert stats["minValues"] == {"d": "1970-01-01", "i": 1}
+    assert stats["maxValues"] == {"i": 2}
+    scan = lq.DeltaTable(uri).snapshot().scan(columns=["i"], filter="d > DATE '2000-01-01'")
+    assert scan.to_duckdb().fetchall() == [(2,)]
