@@ -38,7 +38,7 @@ def partition_strings(snapshot: Snapshot, files: pa.Table) -> list[dict[str, str
     if specs and files.num_rows:
         parts: Any = files.column("partition_values").combine_chunks()
         for logical, key, t in specs:
-            strings.append((key, serialize_partition_values(parts.field(logical), t)))
+            strings.append((key, serialize_partition_values(parts.field(logical), t, logical)))
     return [{key: values[i] for key, values in strings} for i in range(files.num_rows)]
 
 

@@ -60,7 +60,7 @@ def generate_symlink_manifest(storage: Storage) -> ManifestResult:
         parts: Any = files.column("partition_values").combine_chunks()
         columns = []
         for logical, _, t in specs:
-            values = serialize_partition_values(parts.field(logical), t)
+            values = serialize_partition_values(parts.field(logical), t, logical)
             columns.append([(logical, directory_value(v, t)) for v in values])
         directories = [partition_directory(list(row)) for row in zip(*columns, strict=True)]
     else:

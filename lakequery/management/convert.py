@@ -204,7 +204,7 @@ def _partition_values(
         t = declared if declared is not None else infer_partition_type(values, name)
         typed = parse_partition_values(values, t, column=name)
         fields.append(StructField(name, t, True))
-        serialized.append(serialize_partition_values(typed, t))
+        serialized.append(serialize_partition_values(typed, t, name))
     return fields, serialized
 
 

@@ -6,7 +6,7 @@ sort, zero-copy slices), so serialization only ever sees the distinct values.
 Example:
     >>> import pyarrow as pa
     >>> from lakequery.protocol.schema import PrimitiveType
-    >>> serialize_partition_values(pa.array([1e20, 0.0, None]), PrimitiveType("double"))
+    >>> serialize_partition_values(pa.array([1e20, 0.0, None]), PrimitiveType("double"), "x")
     ['1.0E20', '0.0', None]
     >>> directory = partition_directory([("p", "US/East")])
     >>> directory, uri_encode_path(directory + "/part-0.parquet")
@@ -159,7 +159,7 @@ def _serialize(values: Any, t: DeltaType, column: str) -> Any:
 
 
 def serialize_partition_values(
-    values: pa.Array[Any], t: DeltaType, column: str = "?"
+    values: pa.Array[Any], t: DeltaType, column: str
 ) -> list[str | None]:
     """The ``partitionValues`` strings of some (distinct) values of a partition column.
 
@@ -179,7 +179,7 @@ def serialize_partition_values(
         >>> import datetime as dt
         >>> from lakequery.protocol.schema import PrimitiveType
         >>> ts = pa.array([dt.datetime(2024, 6, 15, 19, 30, 45)], pa.timestamp("us", "UTC"))
-        >>> serialize_partition_values(ts, PrimitiveType("timestamp"))
+        >>> serialize_partition_values(ts, PrimitiveType("timestamp"), "ts")
         ['2024-06-15T19:30:45.000000Z']
     """
     out: list[str | None] = _serialize(values, t, column).to_pylist()

@@ -78,7 +78,7 @@ def test_serialize_every_type() -> None:
         (pa.array([0.1], pa.float32()), P("float"), ["0.1"]),
     ]
     for values, t, expected in cases:
-        assert serialize_partition_values(values, t) == expected, t
+        assert serialize_partition_values(values, t, "c") == expected, t
 
 
 def test_serialized_values_parse_back() -> None:
@@ -94,7 +94,7 @@ def test_serialized_values_parse_back() -> None:
         (pa.array([dt.date(2020, 2, 29)]), P("date")),
     ]
     for values, t in cases:
-        strings = pa.array(serialize_partition_values(values, t), pa.string())
+        strings = pa.array(serialize_partition_values(values, t, "c"), pa.string())
         assert parse_partition_values(strings, t, column="p").equals(values)
 
 
@@ -107,7 +107,7 @@ def test_binary_values_keep_every_byte() -> None:
     written one escape per byte, as delta-rs does; UTF-8 text stays text, as Spark
     writes it. Both parse back to the same bytes."""
     values = pa.array(AWKWARD_BYTES, pa.binary())
-    strings = serialize_partition_values(values, P("binary"))
+    strings = serialize_partition_values(values, P("binary"), "c")
     assert strings[0] == "café"
     assert strings[1] == "\\u00FF" and strings[4] == "\\u005C\\u0075\\u0030\\u0030\\u0034\\u0031"
     parsed = parse_partition_values(pa.array(strings, pa.string()), P("binary"), column="p")
@@ -116,7 +116,7 @@ def test_binary_values_keep_every_byte() -> None:
 
 def test_unpartitionable_type() -> None:
     with pytest.raises(ValueError, match="cannot partition"):
-        serialize_partition_values(pa.array([[1]]), P("variant"))
+        serialize_partition_values(pa.array([[1]]), P("variant"), "c")
 
 
 # The examples table of §9.3 (column p).
@@ -135,7 +135,7 @@ SECTION_9_3 = [
 def test_section_9_3_examples(
     value: str | None, directory: str, prefix: str, json_value: str | None
 ) -> None:
-    [serialized] = serialize_partition_values(pa.array([value], pa.string()), P("string"))
+    [serialized] = serialize_partition_values(pa.array([value], pa.string()), P("string"), "c")
     assert serialized == json_value
     assert partition_directory([("p", serialized)]) == directory
     assert uri_encode_path(directory + "/") == prefix
@@ -147,7 +147,7 @@ def test_section_9_3_timestamp_row() -> None:
     assert uri_encode_path("p=2024-06-15 12%3A30%3A45/") == "p=2024-06-15%2012%253A30%253A45/"
     # lakequery writes UTC session form in directories, the ISO form in partitionValues.
     ts = pa.array([dt.datetime(2024, 6, 15, 19, 30, 45)], pa.timestamp("us", "UTC"))
-    [value] = serialize_partition_values(ts, P("timestamp"))
+    [value] = serialize_partition_values(ts, P("timestamp"), "c")
     assert value == "2024-06-15T19:30:45.000000Z"
     assert directory_value(value, P("timestamp")) == "2024-06-15 19:30:45"
 
