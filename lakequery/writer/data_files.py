@@ -59,6 +59,7 @@ from lakequery.storage import open_storage
 from lakequery.storage.engine_errors import raise_storage_failure
 from lakequery.writer.constraints import ConstraintChecker
 from lakequery.writer.identity import fill_identity
+from lakequery.writer.nested_names import respelled
 from lakequery.writer.partition_values import (
     PartitionKey,
     directory_value,
@@ -153,6 +154,10 @@ def iter_batches(data: WriteInput) -> Iterator[pa.RecordBatch]:
 def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
     if col.type == f.type:
         return col
+    if pa.types.is_nested(col.type):  # nested names as the table spells them
+        col = respelled(col, delta.type)
+        if col.type == f.type:
+            return col
     try:
         if pa.types.is_dictionary(col.type) and not pa.types.is_dictionary(f.type):
             # decoded by taking from its values cast first: pyarrow has no take (and so no

@@ -49,6 +49,7 @@ from lakequery.protocol.schema import (
     is_allowed_widening,
     type_to_json,
 )
+from lakequery.writer.nested_names import respelled_fields
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def reconcile(table: StructType, data: pa.Schema, *, merge: bool = False) -> Rec
         SchemaMismatchError: a data column the table lacks (without ``merge``), or a type
             that does not fit.
     """
-    incoming = StructType(tuple(from_arrow_field(f) for f in data))
+    # nested fields as the table spells them (case-insensitive names, as the writer's cast)
+    incoming = StructType(tuple(from_arrow_field(f) for f in respelled_fields(data, table)))
     merger = _Merger(merge)
     schema = merger.struct(table, incoming, "")
     changed = schema is not table

@@ -380,6 +380,44 @@ def test_predicate_overwrite_takes_quoted_column_names(uri: str) -> None:
     assert _ids(lq_rows(uri)) == [2, 9]
 
 
+@pytest.mark.parametrize("schema_mode", [None, "merge"])
+def test_nested_field_names_match_without_case(uri: str, schema_mode: str | None) -> None:
+    """``s.X`` is the table's ``s.x`` (Delta names are case-insensitive), in structs, in
+    lists of structs and in map values: the check accepted it and the cast wrote nulls
+    (structs), or the check refused it (lists)."""
+    st = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    up = pa.struct([("Y", pa.string()), ("X", pa.int32())])
+
+    def table(i: int, t: pa.DataType) -> pa.Table:
+        row = {"x": i, "y": str(i)} if t == st else {"X": i, "Y": str(i)}
+        return pa.table(
+            {
+                "id": [i],
+                "s": pa.array([row], t),
+                "l": pa.array([[row]], pa.list_(t)),
+                "m": pa.array([[("k", row)]], pa.map_(pa.string(), t)),
+            }
+        )
+
+    lakequery.write(uri, table(1, st))
+    lakequery.write(uri, table(2, up), mode="append", schema_mode=schema_mode)
+    want = [
+        {
+            "id": i,
+            "s": {"x": i, "y": str(i)},
+            "l": [{"x": i, "y": str(i)}],
+            "m": [("k", {"x": i, "y": str(i)})],
+        }
+        for i in (1, 2)
+    ]
+    got = lakequery.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id").to_pylist()
+    assert got == want
+    assert (
+        lakequery.DeltaTable(uri).snapshot().metadata.schema
+        == lakequery.DeltaTable(uri).snapshot(version=0).metadata.schema
+    )
+
+
 # -- commitInfo and protocols ------------------------------------------------------------------
 
 
