@@ -53,6 +53,7 @@ from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
 from lakequery.errors import MergeConflictError, PredicateError
+from lakequery.protocol.arrow_types import NUMERIC, category
 from lakequery.writer.identity import (
     Generation,
     identity_columns,
@@ -328,7 +329,8 @@ class _Merge:
         except PredicateError:
             return None  # DuckDB syntax lakequery's predicate language lacks: no pruning
         conjuncts = on.items if isinstance(on, And) else (on,)
-        target_cols = {n.lower(): n for n in self.st.snapshot.schema.names}
+        target_types = {f.name: f.type for f in self.st.snapshot.schema}
+        target_cols = {n.lower(): n for n in target_types}
         source_cols = {n.lower(): n for n in source_columns}
         ta, sa = b.target_alias.lower(), b.source_alias.lower()
         bounds = []
@@ -348,7 +350,7 @@ class _Merge:
             row = self.st.con.sql(f"SELECT min({q}) AS lo, max({q}) AS hi FROM {_SOURCE_TABLE}")
             lo_hi = row.to_arrow_table()
             lo, hi = lo_hi.column("lo")[0], lo_hi.column("hi")[0]
-            if not lo.is_valid:
+            if not lo.is_valid or not _same_order(lo.type, target_types[t_col]):
                 continue
             col = Column((t_col,))
             bound = And(
@@ -523,6 +525,16 @@ class _Merge:
             assert self.st.plan is not None
             path = self.st.plan.files.column("path")[int(index)].as_py()
             raise MergeConflictError(str(path), int(row), int(matches))
+
+
+def _same_order(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether the source keys' min and max, in the source's type, bound the target keys
+    they join: both numbers, or both of one kind. DuckDB casts a VARCHAR key to the
+    target's BIGINT, DECIMAL or DATE to join, where '10' < '9' and '2024-1-5' >
+    '2024-01-10' as text: a range of text bounds pruned every matching file (an upsert
+    then inserted its matched rows again)."""
+    a, b = category(source), category(target)
+    return a == b or (a in NUMERIC and b in NUMERIC)
 
 
 __all__ = ["MergeBuilder", "MergeMetrics"]

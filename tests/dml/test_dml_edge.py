@@ -522,6 +522,39 @@ def test_merge_float_keys_non_finite(tmp_path: Path, keys: list[float]) -> None:
     check_all_engines(uri, o.table())
 
 
+@pytest.mark.parametrize(
+    ("target", "source"),
+    [
+        (pa.array([9, 10, 11], pa.int64()), pa.array(["9", "10"])),
+        (pa.array([9, 10, 11], pa.decimal128(5, 0)), pa.array(["9", "10"])),
+        (
+            pa.array([dt.date(2024, 1, 5), dt.date(2024, 1, 10), dt.date(2024, 2, 1)]),
+            pa.array(["2024-1-5", "2024-01-10"]),
+        ),
+    ],
+    ids=["bigint-text", "decimal-text", "date-text"],
+)
+def test_merge_text_keys_against_typed_target_keys(
+    tmp_path: Path, target: pa.Array, source: pa.Array
+) -> None:
+    """DuckDB casts text source keys to the target's type to join them; the key-range
+    pruning took the min and max as text ('10' < '9'), an empty range that pruned every
+    file: the upsert updated nothing and inserted the matched rows again."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"k": target, "v": ["a", "b", "c"]}))
+    src = pa.table({"k": source, "v": ["X", "Y"]})
+    m = (
+        lq.DeltaTable(uri)
+        .merge(src, on="t.k = s.k", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert (m.num_updated_rows, m.num_inserted_rows) == (2, 0)
+    rows = lq.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("k").to_pylist()
+    assert [r["v"] for r in rows] == ["X", "Y", "c"]
+
+
 def test_merge_binary_key(tmp_path: Path) -> None:
     """Regression: MERGE key-range pruning once failed on binary keys."""
     uri = str(tmp_path / "t")
