@@ -274,15 +274,12 @@ class _Merge:
     # -- schema ------------------------------------------------------------------------------
     def _write_state(self, source_columns: list[str]) -> WriteState:
         """The table's write state; with ``schema_mode="merge"`` and an ``*`` clause, new
-        source columns are added to the table (nullable) in this commit."""
+        source columns, and new fields of its struct columns, are added to the table
+        (nullable) in this commit."""
         st, b = self.st, self.b
-        known = {n.lower() for n in st.snapshot.schema.names}
-        new = [c for c in source_columns if c.lower() not in known and c != _SOURCE_MARK]
         star = any(c.assignments is None and c.action != "delete" for c in b.clauses)
-        if b.schema_mode != "merge" or not star or not new:
+        if b.schema_mode != "merge" or not star:
             return st.state
-        from lakequery.writer.api import plan_write
-
         types = dict(
             zip(
                 source_columns,
@@ -290,9 +287,20 @@ class _Merge:
                 strict=True,
             )
         )
-        wanted = pa.schema(
-            list(st.snapshot.schema) + [pa.field(c, types[c], nullable=True) for c in new]
-        )
+        by_lower = {c.lower(): c for c in source_columns if c != _SOURCE_MARK}
+        fields = []
+        for f in st.snapshot.schema:
+            given = types.get(by_lower.pop(f.name.lower(), ""))
+            # a struct (in a list or map too) gains the source's new fields, as lq.write
+            if given is not None and pa.types.is_nested(f.type) and pa.types.is_nested(given):
+                f = pa.field(f.name, given, nullable=True) if given != f.type else f
+            fields.append(f)
+        fields += [pa.field(c, types[c], nullable=True) for c in by_lower.values()]
+        wanted = pa.schema(fields)
+        if wanted == st.snapshot.schema:
+            return st.state
+        from lakequery.writer.api import plan_write
+
         plan = plan_write(
             b.table,
             wanted,

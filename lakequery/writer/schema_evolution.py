@@ -130,8 +130,8 @@ class _Merger:
     def field_type(self, tf: StructField, df: StructField, path: str) -> DeltaType:
         """The column's type after the write (``tf.type`` itself when unchanged)."""
         t, d = tf.type, df.type
-        if isinstance(t, StructType) and isinstance(d, StructType):
-            return self.struct(t, d, f"{path}.")
+        if isinstance(t, StructType | ArrayType | MapType) and type(d) is type(t):
+            return self.container(t, d, path)
         if _fits(d, t):
             return t
         widenable = isinstance(t, PrimitiveType) and is_allowed_widening(t, d)
@@ -139,6 +139,28 @@ class _Merger:
             return d
         detail = "pass schema_mode='merge' to widen the column" if widenable else ""
         raise SchemaMismatchError(path, _label(t), _label(d), detail)
+
+    def container(self, t: DeltaType, d: DeltaType, path: str) -> DeltaType:
+        """A struct, array or map type after the write: structs gain the data's new fields
+        (``merge``), also as array elements and map values (``t`` itself when unchanged)."""
+        if isinstance(t, StructType) and isinstance(d, StructType):
+            return self.struct(t, d, f"{path}.")
+        if isinstance(t, ArrayType) and isinstance(d, ArrayType):
+            element = self.inner(t.element, d.element, f"{path}.element")
+            return t if element is t.element else replace(t, element=element)
+        assert isinstance(t, MapType) and isinstance(d, MapType)
+        key = self.inner(t.key, d.key, f"{path}.key")
+        value = self.inner(t.value, d.value, f"{path}.value")
+        return t if key is t.key and value is t.value else replace(t, key=key, value=value)
+
+    def inner(self, t: DeltaType, d: DeltaType, path: str) -> DeltaType:
+        """An array's element or a map's key or value type: containers as above; other
+        types must fit (widening a nested leaf is not offered)."""
+        if isinstance(t, StructType | ArrayType | MapType) and type(d) is type(t):
+            return self.container(t, d, path)
+        if _fits(d, t):
+            return t
+        raise SchemaMismatchError(path, _label(t), _label(d))
 
 
 def reconcile(table: StructType, data: pa.Schema, *, merge: bool = False) -> Reconciled:

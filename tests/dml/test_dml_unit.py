@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import polars as pl
@@ -456,6 +456,49 @@ def test_merge_schema_mode_merge_adds_column(tmp_path: Path) -> None:
     assert_same_rows(deltalake_table(uri), snap.scan().to_arrow(), what="deltalake")
     # the old version keeps the old schema
     assert lq.DeltaTable(uri).snapshot(version=2).scan().to_arrow().column_names == ["id", "a", "s"]
+
+
+@pytest.mark.parametrize("schema_mode", ["merge", None])
+def test_merge_schema_mode_merge_adds_struct_fields(
+    tmp_path: Path, schema_mode: Literal["merge"] | None
+) -> None:
+    """A new field of a struct column (in a list too) is added as a new column is; it
+    was dropped, with its values, even with ``schema_mode="merge"``. Without it, new
+    fields are left out, as new columns are."""
+    uri = str(tmp_path / "t")
+    st = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    st3 = pa.struct([("a", pa.int64()), ("b", pa.string()), ("c", pa.float64())])
+    base = pa.table(
+        {"id": [1, 2], "s": pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], st)}
+    ).append_column("l", pa.array([[{"a": 1, "b": "x"}], []], pa.list_(st)))
+    rows3 = [{"a": 1, "b": "w", "c": 2.5}, {"a": 3, "b": "z", "c": 3.5}]
+    src = pa.table(
+        {
+            "id": [1, 3],
+            "s": pa.array(rows3, st3),
+            "l": pa.array([[r] for r in rows3], pa.list_(st3)),
+        }
+    )
+    lq.write(uri, base)
+    m = (
+        lq.DeltaTable(uri)
+        .merge(src, on="t.id = s.id", source_alias="s", target_alias="t", schema_mode=schema_mode)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert (m.num_updated_rows, m.num_inserted_rows) == (1, 1)
+    snap = lq.DeltaTable(uri).snapshot()
+    got = {r["id"]: r for r in snap.scan().to_arrow().to_pylist()}
+    if schema_mode is None:
+        assert snap.schema == base.schema
+        assert got[3]["s"] == {"a": 3, "b": "z"}
+        return
+    assert snap.schema.field("s").type == st3
+    assert snap.schema.field("l").type == pa.list_(st3)
+    assert got[1]["s"] == rows3[0] and got[3]["l"] == [rows3[1]]
+    assert got[2]["s"] == {"a": 2, "b": "y", "c": None}
+    assert_same_rows(deltalake_table(uri), snap.scan().to_arrow(), what="deltalake")
 
 
 def test_merge_without_schema_mode_ignores_extra_column(tmp_path: Path) -> None:

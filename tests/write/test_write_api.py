@@ -144,6 +144,43 @@ def test_merge_adds_nullable_columns(uri: str) -> None:
     assert {r["id"]: r["note"] for r in lq_rows(uri)} == {1: None, 2: "n", 3: None}
 
 
+def test_merge_adds_fields_to_structs_in_lists_and_maps(uri: str) -> None:
+    """Structs gain new fields as array elements and map values too (the merge compared
+    whole array types and refused them); without ``schema_mode`` the error names the
+    nested field."""
+    st = pa.struct([("a", pa.int64())])
+    st2 = pa.struct([("a", pa.int64()), ("c", pa.string())])
+
+    def table(i: int, t: pa.DataType) -> pa.Table:
+        row = {"a": i} if t == st else {"a": i, "c": str(i)}
+        return pa.table(
+            {
+                "id": [i],
+                "l": pa.array([[row]], pa.list_(t)),
+                "m": pa.array([[("k", row)]], pa.map_(pa.string(), t)),
+            }
+        )
+
+    lakequery.write(uri, table(1, st))
+    with pytest.raises(SchemaMismatchError, match=r"'l\.element\.c'"):
+        lakequery.write(uri, table(2, st2), mode="append")
+    lakequery.write(uri, table(2, st2), mode="append", schema_mode="merge")
+    schema = lakequery.DeltaTable(uri).snapshot().schema
+    assert schema.field("l").type == pa.list_(st2)
+    assert schema.field("m").type == pa.map_(pa.string(), st2)
+    want = [
+        {"id": 1, "l": [{"a": 1, "c": None}], "m": [("k", {"a": 1, "c": None})]},
+        {"id": 2, "l": [{"a": 2, "c": "2"}], "m": [("k", {"a": 2, "c": "2"})]},
+    ]
+    scan = lakequery.DeltaTable(uri).snapshot().scan()
+    assert scan.to_arrow().sort_by("id").to_pylist() == want
+    assert scan.to_duckdb().order("id").to_arrow_table().to_pylist() == want
+    # (deltalake 1.6.6 cannot read a map whose value struct gained a field: its bug)
+    dl = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+    got = pa.table(dl.execute("SELECT id, l FROM t ORDER BY id").read_all()).to_pylist()
+    assert got == [{"id": r["id"], "l": r["l"]} for r in want]
+
+
 def test_merge_widens_int_to_long(uri: str) -> None:
     lakequery.write(uri, pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", "b"]}))
     big = pa.table({"id": pa.array([2**40], pa.int64()), "s": ["c"]})
