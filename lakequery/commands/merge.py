@@ -9,7 +9,8 @@ row the first clause whose condition holds (SQL order); the result is the change
 of :mod:`lakequery.commands.change_set`.
 
 A target row matched by several source rows that reach an update or delete clause raises
-:class:`~lakequery.errors.MergeConflictError` before anything is written.
+:class:`~lakequery.errors.MergeConflictError` before anything is written, unless the one
+matched clause is an unconditional delete (Delta's exception: the row is deleted once).
 
 Example:
     >>> import pyarrow as pa, lakequery as lq
@@ -524,10 +525,26 @@ class _Merge:
         return out
 
     def _check_duplicate_matches(self) -> None:
+        """Refuses a target row matched by several source rows, unless the one matched
+        clause is an unconditional delete: then the row is deleted once, as Delta allows
+        (the outcome is the same whichever source row matched)."""
         rows = self.st.con.sql(
             f"SELECT {ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}, count(*) AS n FROM {CHANGE_TABLE} "
             f"WHERE {ROW_FILE_COLUMN} IS NOT NULL GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
         ).fetchall()
+        matched = [c for c in self.b.clauses if c.kind == "matched"]
+        if rows and [(c.action, c.predicate) for c in matched] == [("delete", None)]:
+            key = f"{ROW_FILE_COLUMN}, {ROW_NUMBER_COLUMN}"
+            con = self.st.con
+            con.execute(
+                f"CREATE TEMP TABLE __lq_change_once AS SELECT * FROM {CHANGE_TABLE} "
+                f"WHERE {ROW_FILE_COLUMN} IS NULL UNION ALL SELECT * FROM {CHANGE_TABLE} "
+                f"WHERE {ROW_FILE_COLUMN} IS NOT NULL "
+                f"QUALIFY row_number() OVER (PARTITION BY {key}) = 1"
+            )
+            con.execute(f"DROP TABLE {CHANGE_TABLE}")
+            con.execute(f"ALTER TABLE __lq_change_once RENAME TO {CHANGE_TABLE}")
+            return
         if rows:
             index, row, matches = rows[0]
             assert self.st.plan is not None

@@ -218,6 +218,31 @@ def test_nothing_matches_commits_nothing(tmp_path: Path) -> None:
     assert _log_versions(uri) == before
 
 
+def test_merge_unconditional_delete_allows_duplicate_matches(tmp_path: Path) -> None:
+    """Delta's exception to the one-match rule: when the only matched clause is an
+    unconditional delete, a target row matched by several source rows is deleted once
+    (deltalake and Spark agree); metrics and the change feed count it once."""
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": [10, 20, 30]}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    src = pa.table({"id": pa.array([1, 1, 1, 2, 9], pa.int64()), "v": [0, 1, 2, 3, 4]})
+    m = (
+        lq.DeltaTable(uri)
+        .merge(src, on="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_delete()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert (m.num_deleted_rows, m.num_inserted_rows) == (2, 1)
+    assert _ids(uri) == [3, 9]
+    feed = lq.DeltaTable(uri).changes(starting_version=1).to_arrow()
+    kinds = sorted(zip(feed["_change_type"].to_pylist(), feed["id"].to_pylist(), strict=True))
+    assert kinds == [("delete", 1), ("delete", 2), ("insert", 9)]
+
+
 def test_merge_conflict_commits_nothing(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     _three_files(uri)
@@ -230,10 +255,10 @@ def test_merge_conflict_commits_nothing(tmp_path: Path) -> None:
             .when_not_matched_insert_all()
             .execute()
         )
-    with pytest.raises(lq.MergeConflictError):
-        dt.merge(
-            src, on="t.id = s.id", source_alias="s", target_alias="t"
-        ).when_matched_delete().execute()
+    with pytest.raises(lq.MergeConflictError):  # a conditional delete: which row decides?
+        dt.merge(src, on="t.id = s.id", source_alias="s", target_alias="t").when_matched_delete(
+            predicate="s.s <> 'zz'"
+        ).execute()
     assert _log_versions(uri) == [0, 1, 2]
     assert _ids(uri) == list(range(30))
     # duplicates that reach no clause are fine
