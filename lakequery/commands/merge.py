@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import duckdb
 import pyarrow as pa
 
 from lakequery.commands.change_set import (
@@ -252,6 +253,7 @@ class _Merge:
             source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]
             state = self._write_state(source_columns)
             st.target(self._pruning_filter(source_columns), name=_TARGET_VIEW)
+            self._check_sides()
             st.build_change_table(self._change_sql(source_columns, state), b.on)
             self._check_duplicate_matches()
             if self.identity:  # values generated for inserted rows: new high-water marks
@@ -523,6 +525,33 @@ class _Merge:
                 self.identity += ((col.name, first, col.step),)
                 self.identity_clauses = sorted({*self.identity_clauses, *ids})
         return out
+
+    def _check_sides(self) -> None:
+        """Refuses, as Spark does, a WHEN NOT MATCHED clause that refers to the target and
+        a WHEN NOT MATCHED BY SOURCE clause that refers to the source: there is no such
+        row, and the join would silently give NULL (inserted rows of NULLs, or every
+        unmatched target row set to NULL)."""
+        sides = {
+            "not_matched": (_SOURCE_TABLE, self.s, "the source"),
+            "not_matched_by_source": (_TARGET_VIEW, self.t, "the target"),
+        }
+        for c in self.b.clauses:
+            side = sides.get(c.kind)
+            if side is None:
+                continue
+            table, alias, what = side
+            texts = [c.predicate] if c.predicate is not None else []
+            texts += list((c.assignments or {}).values())
+            for text in texts:
+                try:
+                    self.st.con.execute(f"SELECT ({text}) FROM {table} AS {alias} LIMIT 0")
+                except duckdb.BinderException as exc:
+                    clause = c.kind.replace("_", " ").upper()
+                    raise PredicateError(
+                        text,
+                        f"a WHEN {clause} clause can refer to {what} only: "
+                        + str(exc).splitlines()[0],
+                    ) from exc
 
     def _check_duplicate_matches(self) -> None:
         """Refuses a target row matched by several source rows, unless the one matched

@@ -243,6 +243,29 @@ def test_merge_unconditional_delete_allows_duplicate_matches(tmp_path: Path) -> 
     assert kinds == [("delete", 1), ("delete", 2), ("insert", 9)]
 
 
+@pytest.mark.parametrize(
+    "clause",
+    [
+        lambda b: b.when_not_matched_insert(values={"id": "s.id", "s": "t.s"}),
+        lambda b: b.when_not_matched_insert_all(predicate="t.a IS NULL"),
+        lambda b: b.when_not_matched_by_source_update(set={"s": "s.s"}),
+        lambda b: b.when_not_matched_by_source_delete(predicate="s.id > 0"),
+    ],
+    ids=["insert-value", "insert-predicate", "by-source-set", "by-source-predicate"],
+)
+def test_merge_clauses_refer_to_the_side_they_have(tmp_path: Path, clause: Any) -> None:
+    """As in Spark, WHEN NOT MATCHED has no target row and WHEN NOT MATCHED BY SOURCE no
+    source row: a reference to it is refused, not read as NULL (an update of every
+    unmatched target row to NULL, or inserted NULLs)."""
+    uri = str(tmp_path / "t")
+    _three_files(uri)
+    src = pa.table({"id": pa.array([1, 300], pa.int64()), "s": ["one", "new"]})
+    b = lq.DeltaTable(uri).merge(src, on="t.id = s.id", source_alias="s", target_alias="t")
+    with pytest.raises(lq.PredicateError, match=r"can refer to the (source|target) only"):
+        clause(b).execute()
+    assert _log_versions(uri) == [0, 1, 2]
+
+
 def test_merge_conflict_commits_nothing(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     _three_files(uri)
