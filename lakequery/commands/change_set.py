@@ -304,16 +304,20 @@ class Statement:
         """Creates the view ``name``: the live rows for which ``predicate`` (SQL, DuckDB
         dialect) is TRUE, with their storage position.
 
-        DuckDB evaluates the predicate on the rows, so DML has DuckDB's semantics (NaN is
-        above every number, implicit casts). When lakequery's predicate language also
-        reads it, files are first pruned by partition values and statistics and the
-        transaction records it as its read predicate; otherwise every file is read and the
-        statement counts as reading the whole table. The files read are recorded either
-        way."""
+        When lakequery's predicate language reads it, files are first pruned by partition
+        values and statistics, the transaction records it as its read predicate, and the
+        rows are selected by its rendering for DuckDB: the semantics of
+        ``scan(filter=)`` (a literal typed as its column: ``f > 0.1e0`` compares a FLOAT
+        column with the float 0.1), so which rows match does not depend on which files
+        pruning kept (DuckDB's own reading compared as DOUBLE: the row 0.1f matched in a
+        file that was kept and not in one that was pruned). Otherwise DuckDB's own
+        semantics select them, every file is read and the statement counts as reading
+        the whole table. The files read are recorded either way."""
         pruning = (
             predicate if predicate is None or parses(predicate, self.snapshot.schema) else None
         )
-        self.plan = self.snapshot.scan(filter=pruning).plan()
+        pruned = self.snapshot.scan(filter=pruning)
+        self.plan = pruned.plan()
         self.txn.read_predicate(pruning)
         self.txn.read_files(str(p) for p in self.plan.files.column("path").to_pylist())
         if predicate is not None:
@@ -321,6 +325,10 @@ class Statement:
         scan = self.snapshot.scan(columns=columns).restricted_to(self.plan.files)
         rel = duckdb_relation(scan, self.con, row_ids=True)
         if predicate is not None:
+            if pruned.filter is not None:
+                from lakequery.protocol.predicates import to_duckdb_sql
+
+                predicate = to_duckdb_sql(pruned.filter)
             try:
                 rel = rel.filter(predicate)  # WHERE keeps only rows where it is TRUE
             except duckdb.Error as exc:

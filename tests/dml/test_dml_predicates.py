@@ -2,7 +2,10 @@
 language does with them (file pruning, row filtering), DELETE and UPDATE must select
 exactly the rows DuckDB's ``DELETE ... WHERE`` / ``UPDATE ... WHERE`` select, for many
 column types and expression forms (including ones lakequery's parser reads differently
-from DuckDB, e.g. ``/`` is a float division, ``NOT IN`` with a NULL never holds)."""
+from DuckDB, e.g. ``/`` is a float division, ``NOT IN`` with a NULL never holds). The one
+documented difference: a literal takes its column's type, as in ``scan(filter=)``
+(``f > 0.1e0`` on a FLOAT column compares with the float 0.1), so the rows selected never
+depend on which files pruning kept."""
 
 from __future__ import annotations
 
@@ -301,3 +304,21 @@ def test_partition_only_predicates_of_several_types(tmp_path: Path, predicate: s
     m = lq.DeltaTable(uri).delete(predicate)
     assert m.num_deletion_vectors_added == 0  # whole files
     check_all_engines(uri, o.table(), what=predicate)
+
+
+@pytest.mark.parametrize("predicate", ["f > 0.1e0", "f = 0.1e0", "f >= 0.1e0"])
+def test_float_literals_select_the_same_rows_whatever_the_files(
+    tmp_path: Path, predicate: str
+) -> None:
+    """DuckDB compared a FLOAT column with a DOUBLE literal as DOUBLE (0.1f > 0.1), where
+    pruning typed the literal as FLOAT: the row 0.1f was deleted in a file kept for its
+    other rows, and not when its file was pruned; ``f = 0.1e0`` deleted nothing though
+    ``scan(filter=)`` selects the row."""
+    counts = []
+    for values in ([0.1], [0.1, 5.0]):
+        uri = str(tmp_path / f"t{len(values)}")
+        lq.write(uri, pa.table({"f": pa.array(values, pa.float32())}))
+        selected = lq.DeltaTable(uri).snapshot().scan(filter=predicate).to_arrow()
+        counts.append((lq.DeltaTable(uri).delete(predicate).num_deleted_rows, selected.num_rows))
+    assert all(deleted == selected for deleted, selected in counts), counts
+    assert counts[1][1] - counts[0][1] == (predicate != "f = 0.1e0")  # the 5.0 row
