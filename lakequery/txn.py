@@ -320,8 +320,12 @@ class Transaction:
     def _validate(self) -> None:
         proto, meta = self.protocol, self.metadata
         check_table_writable(proto, meta.schema, meta.configuration)
-        props = TableProperties(meta.configuration)
-        if props.append_only and any(r.get("dataChange", True) for r in self._staged.removes):
+        # the table as read decides (Delta's rule): a commit that also replaces the
+        # metadata (RESTORE to an older version, an overwrite that unsets the property)
+        # cannot lift the restriction on its own removes
+        read = self.snapshot.metadata if self.snapshot is not None else meta
+        removes_data = any(r.get("dataChange", True) for r in self._staged.removes)
+        if removes_data and TableProperties(read.configuration).append_only:
             raise AppendOnlyError(self.storage.root, self.operation)
         adds: set[str] = set()
         keys = {key for _, key, _ in partition_specs(meta, proto)}

@@ -49,6 +49,7 @@ from lakequery.commands.file_actions import (
 )
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.errors import (
+    AppendOnlyError,
     LakeQueryError,
     SchemaError,
     TableAlreadyExistsError,
@@ -58,6 +59,7 @@ from lakequery.protocol.actions import total_records
 from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY
 from lakequery.protocol.conflicts import partition_part
 from lakequery.protocol.features import Protocol, table_features_in_use, upgraded_protocol
+from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.row_tracking_enablement import (
     check_row_tracking_enablement,
     with_row_tracking_columns,
@@ -451,6 +453,10 @@ def commit_write(
         txn.set_domain(domain, configuration)
     removes: list[dict[str, Any]] = []
     if plan.mode == "overwrite" and not creating:
+        assert plan.snapshot is not None
+        if TableProperties(plan.snapshot.metadata.configuration).append_only:
+            # as Spark: an overwrite is refused whatever it would remove
+            raise AppendOnlyError(plan.storage.root, "WRITE (mode='overwrite')")
         removes, kept = _removes_for_overwrite(plan, txn)
         staged += kept
     if plan.app_id is not None and plan.app_version is not None:

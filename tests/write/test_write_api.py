@@ -273,9 +273,36 @@ def test_append_only_refuses_overwrite(uri: str) -> None:
         lakequery.write(
             uri, pa.table({"id": [2], "p": ["a"]}), mode="overwrite", predicate="p = 'a'"
         )
+    with pytest.raises(AppendOnlyError):  # as Spark, whatever the overwrite would remove
+        lakequery.write(
+            uri, pa.table({"id": [2], "p": ["z"]}), mode="overwrite", predicate="p = 'z'"
+        )
+    with pytest.raises(AppendOnlyError):  # a commit lifting the property removes nothing
+        lakequery.write(
+            uri,
+            pa.table({"id": [5]}),
+            mode="overwrite",
+            schema_mode="overwrite",
+            configuration={"delta.appendOnly": "false"},
+        )
     assert lakequery.write(uri, pa.table({"id": [3], "p": ["b"]}), mode="append").version == 1
     assert _ids(lq_rows(uri)) == _ids(dl_rows(uri)) == [1, 3]
     assert len(_versions(uri)) == 2
+
+
+def test_append_only_refuses_restore_to_a_version_before_it(uri: str) -> None:
+    """The table as read decides: RESTORE to a version without ``delta.appendOnly`` would
+    remove the rows appended since (the check read the restored metadata)."""
+    lakequery.write(uri, pa.table({"id": [1, 2]}))
+    dt = lakequery.DeltaTable(uri)
+    dt.alter.set_properties({"delta.appendOnly": "true"})
+    lakequery.write(uri, pa.table({"id": [3]}), mode="append")
+    with pytest.raises(AppendOnlyError, match="RESTORE"):
+        dt.restore(version=0)
+    assert len(_versions(uri)) == 3
+    dt.alter.set_properties({"delta.appendOnly": "false"})  # lifted first: then it may
+    dt.restore(version=0)
+    assert _ids(lq_rows(uri)) == [1, 2]
 
 
 def test_check_constraints_enforced(uri: str) -> None:
