@@ -124,6 +124,7 @@ def _restore(
     # identity high-water marks never go back: values handed out since stay taken
     restored = merged_high_water_marks(target.metadata, latest.metadata)
     same_metadata = latest.metadata == restored
+    clustering = _restored_clustering(latest, target)
 
     def metrics(committed: int | None) -> RestoreMetrics:
         return RestoreMetrics(
@@ -139,7 +140,7 @@ def _restore(
         )
 
     reporter.advance(1, 0)
-    if not to_add.num_rows and not to_remove.num_rows and same_metadata:
+    if not to_add.num_rows and not to_remove.num_rows and same_metadata and clustering is None:
         return metrics(None)
     if to_add.num_rows:
         paths = to_add.column("path").combine_chunks()
@@ -163,6 +164,8 @@ def _restore(
     txn.read_whole_table()
     if not same_metadata:
         txn.set_metadata(restored)
+    if clustering is not None:
+        txn.set_domain(*clustering)
     now = int(time.time() * 1000)
     txn.remove_files(remove_actions(latest, to_remove, now_ms=now, data_change=True))
     txn.add_files(add_actions(target, to_add, data_change=True))
@@ -170,6 +173,19 @@ def _restore(
     result = txn.commit()
     reporter.advance(1, 0)
     return metrics(result.version)
+
+
+def _restored_clustering(latest: Snapshot, target: Snapshot) -> tuple[str, str] | None:
+    """(domain, configuration) that gives a clustered table the clustering columns of the
+    restored version (none when it was not clustered then), as Delta's RESTORE; None when
+    nothing changes."""
+    from lakequery.clustering.domain import clustering_configuration, clustering_domain_name
+
+    name = clustering_domain_name(latest.protocol, latest.domains)
+    if name is None:
+        return None
+    wanted = target.domains.get(name, clustering_configuration([]))
+    return None if latest.domains.get(name) == wanted else (name, wanted)
 
 
 __all__ = ["file_keys", "restore"]

@@ -371,10 +371,20 @@ def plan_drop_columns(
     config = dict(meta.configuration)
     schema = with_name_mapping(meta.schema, config, snapshot, op)
     dropped: list[str] = []
+    from lakequery.clustering.domain import clustering_columns
+
+    clustered = clustering_columns(snapshot) or []
     for column in wanted:
         path = resolve(schema, parse_column_path(column), snapshot, op)
         if len(path) == 1 and path[0] in meta.partition_columns:
             raise _fail(snapshot, op, f"{path[0]!r} is a partition column")
+        if len(path) == 1 and path[0] in clustered:  # as Spark refuses
+            raise _fail(
+                snapshot,
+                op,
+                f"{path[0]!r} is a clustering column: change the clustering first "
+                "(alter.cluster_by)",
+            )
         parent = schema if len(path) == 1 else field_at(schema, path[:-1]).type
         assert isinstance(parent, StructType)
         data_fields = [

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from lakequery.errors import AppendOnlyError, TableAlreadyExistsError
+from lakequery.errors import AppendOnlyError, ClusteringError, TableAlreadyExistsError
 from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
-from lakequery.snapshot import latest_or_none
+from lakequery.snapshot import Snapshot, latest_or_none
 from lakequery.txn import Transaction
 from lakequery.writer.identity import Identity, identity_schema
 from lakequery.writer.new_table import new_table, split_configuration
@@ -140,6 +140,8 @@ def create_table(
         old = existing.metadata
         if TableProperties(old.configuration).append_only:
             raise AppendOnlyError(storage.root, _OPERATIONS[mode])
+        if clustering is None:
+            _unclustered(existing, txn, partition_by or ())
         txn.set_metadata(replace(metadata, id=old.id, created_time=old.created_time))
         needed = table_features_in_use(metadata.schema, {**metadata.configuration, **pseudo})
         if clustering is not None:
@@ -157,6 +159,28 @@ def create_table(
         if mode != "ignore":
             raise  # created concurrently
     return table
+
+
+def _unclustered(existing: Snapshot, txn: Transaction, partition_by: Sequence[str]) -> None:
+    """CREATE OR REPLACE of a clustered table without ``cluster_by``: the new table has
+    no clustering columns (the domain says so), as in Delta; partitioned, it is refused
+    (a table is clustered or partitioned, digest §14)."""
+    from lakequery.clustering.domain import (
+        clustering_columns,
+        clustering_configuration,
+        clustering_domain_name,
+    )
+
+    if not clustering_columns(existing):
+        return
+    if partition_by:
+        raise ClusteringError(
+            f"table {existing.table_uri!r} is clustered: CREATE OR REPLACE cannot make it "
+            f"partitioned by {list(partition_by)} (cluster it, or drop and create it)"
+        )
+    name = clustering_domain_name(existing.protocol, existing.domains)
+    assert name is not None
+    txn.set_domain(name, clustering_configuration([]))
 
 
 __all__ = ["CreateMode", "create_table", "delta_schema"]

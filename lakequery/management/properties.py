@@ -39,11 +39,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from lakequery.errors import AlterTableError
+from lakequery.errors import AlterTableError, ClusteringError
 from lakequery.management.change import AlterChange
 from lakequery.management.columns import MODE_KEY, with_name_mapping
 from lakequery.protocol.features import FEATURES, table_features_in_use, upgraded_protocol
@@ -64,7 +64,7 @@ from lakequery.protocol.row_tracking_enablement import (
     files_to_backfill,
     with_row_tracking_columns,
 )
-from lakequery.protocol.schema import schema_to_json
+from lakequery.protocol.schema import StructType, schema_to_json
 from lakequery.snapshot import Snapshot
 
 FEATURE_PREFIX = "delta.feature."
@@ -210,8 +210,7 @@ def plan_properties(
     turning_on_rows = (config.get(ROW_TRACKING_KEY) or "").lower() == "true" and (
         meta.configuration.get(ROW_TRACKING_KEY) or ""
     ).lower() != "true"
-    if "rowTracking" in features:
-        features.add("domainMetadata")
+    _check_clustering_stats(snapshot, schema, config, wanted_mode, fail)
     needed = table_features_in_use(schema, config) | features
     protocol = upgraded_protocol(snapshot.protocol, needed)
     new_meta = replace(meta, schema_string=schema_to_json(schema), configuration=config)
@@ -230,6 +229,33 @@ def plan_properties(
         reads_whole_table=turning_on_rows and not snapshot.protocol.supports("rowTracking"),
         backfill=backfill,
     )
+
+
+def _check_clustering_stats(
+    snapshot: Snapshot,
+    schema: StructType,
+    config: dict[str, str],
+    mode: str,
+    fail: Callable[[str], AlterTableError],
+) -> None:
+    """Refuses statistics settings that leave a clustering column without statistics
+    (writers must collect them for every file, digest §14; Spark refuses too), as
+    ``alter.cluster_by`` refuses such a column."""
+    from lakequery.clustering.domain import clustering_columns, resolve_clustering_columns
+
+    clustered = clustering_columns(snapshot)
+    if not clustered:
+        return
+    try:
+        resolve_clustering_columns(
+            schema,
+            clustered,
+            mode=mode,
+            configuration=config,
+            partition_columns=snapshot.metadata.partition_columns,
+        )
+    except ClusteringError as exc:
+        raise fail(str(exc)) from exc
 
 
 def plan_table_info(

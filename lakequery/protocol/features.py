@@ -329,9 +329,10 @@ def protocol_for(features: set[str]) -> Protocol:
 
 
 def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
-    """The protocol ``current`` with the features ``needed`` added, or None when it
-    already supports them all. Features the old versions imply are kept (digest §5.2),
-    and neither version ever goes down.
+    """The protocol ``current`` with the features ``needed`` added, and the features they
+    depend on (``clustering`` and ``rowTracking`` need ``domainMetadata``), or None when
+    it already supports them all. Features the old versions imply are kept (digest
+    §5.2), and neither version ever goes down.
 
     Example:
         >>> upgraded_protocol(Protocol(1, 2), {"appendOnly"}) is None
@@ -344,7 +345,10 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
         >>> p = upgraded_protocol(Protocol(1, 2), {"deletionVectors"})
         >>> p.min_reader_version, p.reader_features, p.writer_features
         (3, ('deletionVectors',), ('appendOnly', 'deletionVectors', 'invariants'))
+        >>> upgraded_protocol(Protocol(1, 2), {"clustering"}).writer_features
+        ('appendOnly', 'clustering', 'domainMetadata', 'invariants')
     """
+    needed = set(needed).union(*(_DEPENDS.get(f, ()) for f in needed))
     # A preview spelling (``typeWidening-preview``) has the same semantics (digest §5.2).
     missing = {
         f for f in needed if not current.supports(f) and not current.supports(f"{f}-preview")

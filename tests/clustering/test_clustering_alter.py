@@ -159,3 +159,83 @@ def test_alter_cluster_by_and_create_cluster_by(tmp_path: Path) -> None:
     lq.write(plain, pa.table({"k": [1]}), configuration={"delta.enableDeletionVectors": "false"})
     added = lq.DeltaTable(plain).alter.cluster_by(["k"])
     assert set(added.features_added) >= {"clustering", "domainMetadata"}
+
+
+# -- the clustering columns kept true by other table changes (found by a bug hunt) ----------
+
+
+def _clustered(tmp_path: Path) -> tuple[str, lq.DeltaTable]:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"a": [1, 2], "b": ["x", "y"], "c": [5.0, 6.0]}), cluster_by=["a", "b"])
+    return uri, lq.DeltaTable(uri)
+
+
+def _versions(uri: str) -> int:
+    return len(list((Path(uri) / "_delta_log").glob("*.json")))
+
+
+def test_a_clustering_column_cannot_be_dropped(tmp_path: Path) -> None:
+    """The DROP left the domain naming a missing column: every OPTIMIZE failed after."""
+    uri, dt = _clustered(tmp_path)
+    with pytest.raises(lq.AlterTableError, match="clustering column"):
+        dt.alter.drop_column("b")
+    assert _versions(uri) == 1
+    dt.alter.drop_column("c")
+    assert clustering_columns(dt.snapshot()) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "props",
+    [{"delta.dataSkippingStatsColumns": "c"}, {"delta.dataSkippingNumIndexedCols": "0"}],
+)
+def test_statistics_settings_keep_clustering_columns_indexed(
+    tmp_path: Path, props: dict[str, str]
+) -> None:
+    """Files written after such a setting had no statistics for the clustering columns,
+    which writers must collect (digest §14); alter.cluster_by refused the same."""
+    uri, dt = _clustered(tmp_path)
+    with pytest.raises(lq.AlterTableError, match="gets no statistics"):
+        dt.alter.set_properties(props)
+    assert _versions(uri) == 1
+    dt.alter.set_properties({"delta.dataSkippingStatsColumns": "b,a"})  # still both
+
+
+def test_the_clustering_feature_brings_domain_metadata(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"x": [1, 2]}))
+    lq.DeltaTable(uri).alter.enable_feature("clustering")
+    features = lq.DeltaTable(uri).snapshot().protocol.writer_features or ()
+    assert {"clustering", "domainMetadata"} <= set(features)
+
+
+def test_create_or_replace_of_a_clustered_table(tmp_path: Path) -> None:
+    """Without cluster_by the new table has no clustering columns (the old ones named a
+    column the new schema lacks, and OPTIMIZE failed); partitioned, it is refused."""
+    uri, _ = _clustered(tmp_path)
+    with pytest.raises(ClusteringError, match="partitioned"):
+        lq.DeltaTable.create(
+            uri,
+            pa.schema([("a", pa.int64()), ("b", pa.string())]),
+            partition_by=["b"],
+            mode="overwrite",
+        )
+    dt = lq.DeltaTable.create(uri, pa.schema([("d", pa.int64())]), mode="overwrite")
+    assert clustering_columns(dt.snapshot()) == []
+    lq.write(uri, pa.table({"d": [1]}), mode="append")
+    dt.optimize()
+    again = lq.DeltaTable.create(
+        uri, pa.schema([("d", pa.int64())]), mode="overwrite", cluster_by=["d"]
+    )
+    assert clustering_columns(again.snapshot()) == ["d"]
+
+
+def test_restore_brings_back_the_clustering_columns(tmp_path: Path) -> None:
+    _, dt = _clustered(tmp_path)
+    dt.alter.cluster_by(["c"])
+    dt.restore(version=0)
+    assert clustering_columns(dt.snapshot()) == ["a", "b"]
+    plain = str(tmp_path / "plain")
+    lq.write(plain, pa.table({"a": [1, 2]}))
+    lq.DeltaTable(plain).alter.cluster_by(["a"])
+    lq.DeltaTable(plain).restore(version=0)
+    assert clustering_columns(lq.DeltaTable(plain).snapshot()) == []
