@@ -74,7 +74,12 @@ from lakequery.log_segment import (
 )
 from lakequery.metadata import Metadata
 from lakequery.parquet_footers import footer_row_counts
-from lakequery.protocol.change_feed import cdf_enabled, column_mapping_of, non_additive_change
+from lakequery.protocol.change_feed import (
+    CHANGE_FEED_COLUMNS,
+    cdf_enabled,
+    column_mapping_of,
+    non_additive_change,
+)
 from lakequery.protocol.column_mapping import (
     ColumnMappingMode,
 )
@@ -96,11 +101,9 @@ if TYPE_CHECKING:
     from lakequery.scan import Scan
     from lakequery.table import DeltaTable
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 #: The columns the change feed adds to the table's columns, in output order.
-CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+CHANGE_COLUMNS = CHANGE_FEED_COLUMNS
+CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP = CHANGE_COLUMNS
 _CHANGE_DELTA_TYPES = {CHANGE_TYPE: "string", COMMIT_VERSION: "long", COMMIT_TIMESTAMP: "timestamp"}
 
 _DV_ARROW = pa.struct(

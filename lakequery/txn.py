@@ -44,10 +44,12 @@ from lakequery.errors import (
     CommitError,
     CommitRetriesExhaustedError,
     ObjectNotFoundError,
+    SchemaError,
     TableAlreadyExistsError,
 )
 from lakequery.log_segment import list_log, partition_specs
 from lakequery.metadata import Metadata
+from lakequery.protocol.change_feed import change_feed_column_clashes
 from lakequery.protocol.conflicts import (
     IDENTITY_COMMIT_TAG,
     ISOLATION_LEVELS,
@@ -323,6 +325,13 @@ class Transaction:
         # the table as read decides (Delta's rule): a commit that also replaces the
         # metadata (RESTORE to an older version, an overwrite that unsets the property)
         # cannot lift the restriction on its own removes
+        if self._new_metadata is not None or self._new_protocol is not None:
+            clashes = change_feed_column_clashes(meta, proto)
+            if clashes:
+                raise SchemaError(
+                    f"columns {clashes} are named like the change data feed's own "
+                    "(delta.enableChangeDataFeed=true): rename them or leave the feed off"
+                )
         read = self.snapshot.metadata if self.snapshot is not None else meta
         removes_data = any(r.get("dataChange", True) for r in self._staged.removes)
         if removes_data and TableProperties(read.configuration).append_only:

@@ -27,6 +27,20 @@ def cdf_enabled(metadata: Metadata, protocol: Protocol) -> bool:
     return on and protocol.supports("changeDataFeed")
 
 
+#: The columns a change feed adds to the table's (``lakequery.cdf.CHANGE_COLUMNS``).
+CHANGE_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def change_feed_column_clashes(metadata: Metadata, protocol: Protocol) -> list[str]:
+    """Top-level columns named like the change feed's own (case-insensitively) on a table
+    that records its changes: Delta refuses such a schema (the feed's rows could not hold
+    both), and lakequery's DML would fail on it."""
+    if not cdf_enabled(metadata, protocol):
+        return []
+    reserved = set(CHANGE_FEED_COLUMNS)
+    return [f.name for f in metadata.schema.fields if f.name.lower() in reserved]
+
+
 def column_mapping_of(metadata: Metadata, protocol: Protocol) -> ColumnMappingMode:
     """The column mapping mode in force with this metadata and protocol."""
     return column_mapping_mode(metadata.configuration, protocol.supports("columnMapping"))

@@ -185,3 +185,24 @@ def test_error_pickles_with_its_fields() -> None:
         str(err),
     )
     assert isinstance(back, ValueError)
+
+
+def test_columns_named_like_the_feed_s_own_are_refused(tmp_path: Path) -> None:
+    """A table recording its changes cannot have a ``_change_type`` (``_commit_version``,
+    ``_commit_timestamp``) column, as in Delta: ALTER accepted one, then every UPDATE failed
+    with a raw DuckDB error. Nothing is committed."""
+    uri = str(tmp_path / "t")
+    with pytest.raises(lq.SchemaError, match="change data feed"):
+        lq.write(uri, pa.table({"_change_type": ["x"]}), configuration=CDF)
+    assert not (tmp_path / "t" / "_delta_log").exists()
+    lq.write(uri, pa.table({"id": [1], "_Commit_Version": [2]}))
+    dt = lq.DeltaTable(uri)
+    with pytest.raises(lq.SchemaError, match="_Commit_Version"):
+        dt.alter.set_properties(CDF)
+    dt.alter.rename_column("_Commit_Version", "v")
+    dt.alter.set_properties(CDF)
+    with pytest.raises(lq.SchemaError):
+        dt.alter.add_columns(pa.field("_change_type", pa.string()))
+    with pytest.raises(lq.SchemaError):
+        dt.alter.rename_column("v", "_commit_timestamp")
+    assert dt.update("id = 1", set={"v": "3"}).num_updated_rows == 1
