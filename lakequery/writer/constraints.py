@@ -36,6 +36,7 @@ import pyarrow as pa
 from lakequery import arrow_kernels as pc
 from lakequery.errors import ConstraintViolationError, SchemaMismatchError, UnsupportedFeatureError
 from lakequery.protocol.schema import StructType, iter_fields, to_arrow_type
+from lakequery.writer.spark_functions import spark_function_calls
 
 INVARIANTS_KEY = "delta.invariants"
 GENERATION_KEY = "delta.generationExpression"
@@ -57,7 +58,8 @@ def spark_to_duckdb(sql: str) -> str:
 
     Backtick-quoted identifiers become double-quoted ones, double-quoted string literals
     and backslash escapes become standard single-quoted literals, ``<=>`` becomes
-    ``IS NOT DISTINCT FROM``.
+    ``IS NOT DISTINCT FROM``, and ``concat`` / ``substring`` calls get Spark's semantics
+    (:mod:`lakequery.writer.spark_functions`).
 
     Example:
         >>> spark_to_duckdb('`my col` <=> "it\\'s"')
@@ -75,7 +77,7 @@ def spark_to_duckdb(sql: str) -> str:
         body = body.replace("''", "'") if kind == "single" else body.replace('""', '"')
         return "'" + body.replace("'", "''") + "'"
 
-    return _TOKENS.sub(repl, sql)
+    return spark_function_calls(_TOKENS.sub(repl, sql))
 
 
 @dataclass(frozen=True)

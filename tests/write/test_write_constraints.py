@@ -130,3 +130,33 @@ def test_spark_sql_translation() -> None:
     assert spark_to_duckdb("x = \"q\" AND y = 'it\\'s'") == "x = 'q' AND y = 'it''s'"
     assert spark_to_duckdb("a <=> b") == "a  IS NOT DISTINCT FROM  b"
     assert spark_to_duckdb("'`not an identifier`'") == "'`not an identifier`'"
+
+
+@pytest.mark.parametrize(
+    ("expression", "row", "spark_value"),
+    [
+        ("concat(a, b)", {"a": "abc", "b": None}, None),
+        ("CONCAT(a, '-', b)", {"a": "x", "b": "y"}, "x-y"),
+        ("concat(a, concat(b, 'z'))", {"a": "x", "b": None}, None),
+        ("substring(a, 0, 2)", {"a": "abc", "b": None}, "ab"),
+        ("substr(a, 0)", {"a": "abc", "b": None}, "abc"),
+        ("substring(a, -2, 1)", {"a": "abc", "b": None}, "b"),
+        ("substring(concat(a, b), 0, 1)", {"a": "q", "b": "r"}, "q"),
+        ("'concat(' || a", {"a": "x", "b": None}, "concat(x"),
+        ("`concat(x` || a", {"concat(x": "p", "a": "q", "b": None}, "pq"),
+    ],
+)
+def test_spark_string_functions_keep_spark_semantics(
+    expression: str, row: dict[str, object], spark_value: object
+) -> None:
+    """Generation expressions and CHECK constraints are Spark SQL: DuckDB's ``concat``
+    skips NULLs and its ``substring`` reads position 0 as before the first character, so
+    a generated ``concat(a, b)`` was stored as 'abc' where Spark stores NULL (and the row
+    Spark writes was refused). Quoted text is never rewritten."""
+    import duckdb
+
+    table = pa.table({k: pa.array([v], pa.string()) for k, v in row.items()})
+    con = duckdb.connect()
+    con.register("t", table)
+    ((value,),) = con.sql(f"SELECT {spark_to_duckdb(expression)} FROM t").fetchall()
+    assert value == spark_value
