@@ -311,6 +311,8 @@ class _Merge:
             schema_mode="merge",
             storage_options=b.table.storage_options,
         )
+        if plan.metadata is None and plan.protocol is None:
+            return st.state  # the source's types fit the table's as they are
         if plan.metadata is not None:
             st.txn.set_metadata(plan.metadata)
         if plan.protocol is not None:
