@@ -406,16 +406,17 @@ def _removes_for_overwrite(
     # which DuckDB would read with its own literal types and the process's time zone.
     from lakequery.duckdb_databases import engine_cursor
     from lakequery.protocol.predicates import to_duckdb_sql
+    from lakequery.row_tracking.rewrite import preserving_scan, preserving_state
 
     assert scan.filter is not None
     keep_sql = f"NOT coalesce(({to_duckdb_sql(scan.filter)}), false)"
     con = engine_cursor(utc=True)
     # An unfiltered scan of the candidate files: the filtered ``scan`` would drop exactly
-    # the rows that must be kept.
-    whole = snapshot.scan().restricted_to(candidates)
+    # the rows that must be kept. Kept rows keep their row ids, as in a copy-on-write DML.
+    whole = preserving_scan(snapshot, snapshot.scan().restricted_to(candidates))
     reader = relation_reader(whole.to_duckdb(con).filter(keep_sql), snapshot.table_uri)
     assert plan.state is not None
-    keep_state = replace(plan.state, extra_constraints=(), identity=())
+    keep_state = preserving_state(snapshot, replace(plan.state, extra_constraints=(), identity=()))
     kept = write_data_files(reader, keep_state)
     con.close()
     return remove_actions(snapshot, candidates, now), kept

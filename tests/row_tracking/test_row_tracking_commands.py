@@ -51,6 +51,18 @@ def test_update_keeps_ids_and_sets_commit_version(tmp_path: Path, mode: str) -> 
 
 
 @pytest.mark.parametrize("mode", CONFIGS)
+def test_predicate_overwrite_keeps_the_ids_of_the_rows_it_keeps(tmp_path: Path, mode: str) -> None:
+    """An overwrite with a data-column predicate copies the other rows of the files it
+    touches: they keep their ids and versions, as a copy-on-write DELETE's do (they were
+    given fresh ones)."""
+    uri = _table(tmp_path, CONFIGS[mode])
+    lq.write(uri, rows([2], value=5), mode="overwrite", predicate="key IN (2, 4)")
+    assert tracked(uri) == {1: (0, 0), 2: (5, 2), 3: (2, 0), 5: (4, 1)}
+    assert deltalake_rows(uri) == values(uri)
+    check_invariants(uri)
+
+
+@pytest.mark.parametrize("mode", CONFIGS)
 def test_delete_keeps_surviving_ids_and_versions(tmp_path: Path, mode: str) -> None:
     uri = _table(tmp_path, CONFIGS[mode])
     lq.DeltaTable(uri).delete("key = 2")
