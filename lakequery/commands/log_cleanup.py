@@ -100,6 +100,8 @@ def cleanup_expired_logs(
             that just wrote a checkpoint: those of its version); else the latest
             version's are loaded.
     """
+    if retention_ms is not None and retention_ms < 0:
+        raise ValueError("the log retention must not be negative")  # as VACUUM's
     if table is None:
         state = load_state(storage, None, with_files=False)
         table = (state.metadata, state.protocol)

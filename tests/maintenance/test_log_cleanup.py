@@ -148,3 +148,13 @@ def test_sidecars_go_with_the_checkpoints_that_referenced_them(tmp_path: Path) -
     assert lakequery_rows(uri)["to_arrow"] == expected
     assert deltalake_rows(uri) == expected
     assert lq.DeltaTable(uri).cleanup_log().files_deleted == ()
+
+
+def test_a_negative_retention_is_refused(tmp_path: Path) -> None:
+    """A negative retention put the cutoff in the future: every commit before the newest
+    checkpoint went, with no error (VACUUM refuses the same)."""
+    uri = str(tmp_path / "t")
+    _make(uri, 5)
+    with pytest.raises(ValueError, match="must not be negative"):
+        lq.DeltaTable(uri).cleanup_log(retention_hours=-48)
+    assert _versions(uri, ".json") == list(range(5))
