@@ -374,7 +374,7 @@ class _Lookup:
         return low[0] if self.mode == "none" and len(low) == 1 else None
 
 
-def _cast_leaf(arr: Any, target: Any, where: str) -> Any:
+def _cast_leaf(arr: Any, target: Any, where: str, exact: bool = False) -> Any:
     if arr.type == target:
         return arr
     src = arr.type
@@ -382,7 +382,7 @@ def _cast_leaf(arr: Any, target: Any, where: str) -> Any:
         arr = pc.cast(arr, src.value_type)
         src = arr.type
     safe = True
-    if pa.types.is_timestamp(src) and pa.types.is_timestamp(target):
+    if pa.types.is_timestamp(src) and pa.types.is_timestamp(target) and not exact:
         # INT96 / nanosecond files: truncate to the microseconds Delta stores.
         safe = False
     try:
@@ -391,8 +391,11 @@ def _cast_leaf(arr: Any, target: Any, where: str) -> Any:
         raise SchemaError(f"column {where!r}: cannot read {src} as {target}: {exc}") from exc
 
 
-def _conform(arr: Any, t: DeltaType, mode: ColumnMappingMode, where: str) -> Any:
-    """``arr`` (as read from a file) converted to ``to_arrow_type(t)``."""
+def _conform(
+    arr: Any, t: DeltaType, mode: ColumnMappingMode, where: str, exact: bool = False
+) -> Any:
+    """``arr`` (as read from a file) converted to ``to_arrow_type(t)``; with ``exact``
+    (data being written) no timestamp is truncated."""
     target = _arrow(t)
     src = arr.type
     if isinstance(t, PrimitiveType) and t.name == "void":
@@ -406,11 +409,12 @@ def _conform(arr: Any, t: DeltaType, mode: ColumnMappingMode, where: str) -> Any
         if "value" not in names or "metadata" not in names:
             raise SchemaError(f"column {where!r}: variant group lacks value/metadata: {src}")
         children = [
-            _cast_leaf(arr.field(names.index(n)), pa.binary(), where) for n in ("metadata", "value")
+            _cast_leaf(arr.field(names.index(n)), pa.binary(), where, exact)
+            for n in ("metadata", "value")
         ]
         return _struct(children, [target.field(i) for i in range(2)], arr)
     if isinstance(t, PrimitiveType):
-        return _cast_leaf(arr, target, where)
+        return _cast_leaf(arr, target, where, exact)
     if isinstance(t, StructType):
         if not pa.types.is_struct(src):
             raise SchemaError(f"column {where!r}: expected a struct, file has {src}")
@@ -422,29 +426,32 @@ def _conform(arr: Any, t: DeltaType, mode: ColumnMappingMode, where: str) -> Any
             if idx is None:
                 children.append(pa.nulls(len(arr), _arrow(f.type)))
             else:
-                children.append(_conform(arr.field(idx), f.type, mode, sub))
+                children.append(_conform(arr.field(idx), f.type, mode, sub, exact))
         return _struct(children, [to_arrow_field(f) for f in t.fields], arr)
     if isinstance(t, ArrayType):
         if not is_arrow_list(src):
             raise SchemaError(f"column {where!r}: expected a list, file has {src}")
         if not pa.types.is_list(src):
             arr = pc.cast(arr, pa.list_(src.value_field))
-        values = _conform(arr.values, t.element, mode, f"{where}.element")
+        values = _conform(arr.values, t.element, mode, f"{where}.element", exact)
         return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=_mask(arr))
     if isinstance(t, MapType):
         if not pa.types.is_map(src):
             raise SchemaError(f"column {where!r}: expected a map, file has {src}")
-        keys = _conform(arr.keys, t.key, mode, f"{where}.key")
-        items = _conform(arr.items, t.value, mode, f"{where}.value")
+        keys = _conform(arr.keys, t.key, mode, f"{where}.key", exact)
+        items = _conform(arr.items, t.value, mode, f"{where}.value", exact)
         return _map_array(arr, keys, items, target)
     raise SchemaError(f"not a Delta type: {t!r}")
 
 
-def _conform_column(col: Any, t: DeltaType, mode: ColumnMappingMode, where: str) -> Any:
+def _conform_column(
+    col: Any, t: DeltaType, mode: ColumnMappingMode, where: str, exact: bool = False
+) -> Any:
     if isinstance(col, pa.ChunkedArray):
         target = _arrow(t)
-        return pa.chunked_array([_conform(c, t, mode, where) for c in col.chunks], type=target)
-    return _conform(col, t, mode, where)
+        chunks = [_conform(c, t, mode, where, exact) for c in col.chunks]
+        return pa.chunked_array(chunks, type=target)
+    return _conform(col, t, mode, where, exact)
 
 
 def to_logical(
@@ -453,6 +460,7 @@ def to_logical(
     mode: str = "none",
     *,
     columns: Sequence[str] | None = None,
+    exact: bool = False,
 ) -> _Data:
     """Convert a RecordBatch or Table read from a data file into the logical shape.
 
@@ -471,6 +479,8 @@ def to_logical(
         schema: The table schema.
         mode: Column mapping mode.
         columns: Top-level logical columns to produce, in this order (default: all).
+        exact: Data being written rather than read: a timestamp that would lose
+            precision or overflow is a ``SchemaError``, never truncated.
 
     Returns:
         Data of the same kind whose schema is the logical Arrow schema of those columns.
@@ -493,7 +503,7 @@ def to_logical(
             nulls = pa.nulls(n, _arrow(f.type))
             out_cols.append(nulls if isinstance(obj, pa.RecordBatch) else pa.chunked_array([nulls]))
         else:
-            out_cols.append(_conform_column(obj.column(idx), f.type, mode, f.name))
+            out_cols.append(_conform_column(obj.column(idx), f.type, mode, f.name, exact))
     out_schema = pa.schema([to_arrow_field(f) for f in wanted])
     if isinstance(obj, pa.RecordBatch):
         return cast(_Data, pa.RecordBatch.from_arrays(out_cols, schema=out_schema))

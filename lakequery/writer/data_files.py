@@ -172,7 +172,7 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
         if nested:  # match struct fields by name, fill missing nullable ones
             try:
                 one = pa.RecordBatch.from_arrays([col], names=[f.name])
-                return to_logical(one, StructType((delta,)), "none").column(0)
+                return to_logical(one, StructType((delta,)), "none", exact=True).column(0)
             except SchemaError:
                 pass
         raise SchemaMismatchError(f.name, _type_name(delta.type), str(col.type), str(exc)) from exc

@@ -438,3 +438,29 @@ def test_data_files_writer_is_closed_by_a_failed_write(root: str) -> None:
         writer.write(pa.table({"nope": [1]}))
     with pytest.raises(RuntimeError, match="closed"):
         writer.write(pa.table({"id": [1], "name": ["a"], "p": ["x"]}))
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([{"t": 1}], pa.struct([("t", pa.timestamp("ns"))])),
+        pa.array([[1_500]], pa.list_(pa.timestamp("ns", "UTC"))),
+        pa.array([{"t": 10**14}], pa.struct([("t", pa.timestamp("s"))])),  # beyond us
+    ],
+    ids=["struct-ns", "list-ns", "struct-s-overflow"],
+)
+def test_nested_timestamps_are_never_truncated(tmp_path: Path, column: pa.Array) -> None:
+    """A nested timestamp that microseconds cannot hold is refused, as a top-level one is:
+    the nested cast fell back to the reader's, which truncates (1 ns stored as 0; 10**14 s
+    wrapped into an unreadable value). Exact ones are written."""
+    import lakequery as lq
+    from lakequery.errors import SchemaMismatchError
+
+    uri = str(tmp_path / "t")
+    with pytest.raises(SchemaMismatchError, match=r"would lose data|out of bounds|overflow"):
+        lq.write(uri, pa.table({"c": column}))
+    assert not (tmp_path / "t" / "_delta_log").exists()
+    exact = pa.array([{"t": 2_000}], pa.struct([("t", pa.timestamp("ns"))]))
+    lq.write(uri, pa.table({"c": exact}))
+    back = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("c").combine_chunks()
+    assert back.field("t").cast(pa.int64()).to_pylist() == [2]
