@@ -54,7 +54,7 @@ from lakequery.commands.progress import ProgressCallback
 from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
-from lakequery.errors import MergeConflictError, PredicateError
+from lakequery.errors import LakeQueryError, MergeConflictError, PredicateError
 from lakequery.protocol.arrow_types import NUMERIC, category
 from lakequery.writer.identity import (
     Generation,
@@ -64,7 +64,7 @@ from lakequery.writer.identity import (
     refuse_identity_update,
     stage_dml_high_water_marks,
 )
-from lakequery.writer.inputs import to_reader
+from lakequery.writer.inputs import exact_microseconds, to_reader
 
 if TYPE_CHECKING:
     from lakequery.table import DeltaTable
@@ -210,7 +210,22 @@ class MergeBuilder:
         empty or exhausted stream."""
         if isinstance(self.source, (pa.RecordBatchReader, Iterator)):
             self._source_consumed = True
-        return to_reader(self.source)
+        # nanoseconds exactly in microseconds, as lq.write; DuckDB would round them
+        return exact_microseconds(to_reader(self.source))
+
+
+def _recording(source: pa.RecordBatchReader, failed: list[LakeQueryError]) -> pa.RecordBatchReader:
+    """``source``, keeping a LakeQueryError it raises (DuckDB reports a stream's error as
+    its own ``InvalidInputException``)."""
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from source
+        except LakeQueryError as exc:
+            failed.append(exc)
+            raise
+
+    return pa.RecordBatchReader.from_batches(source.schema, batches())
 
 
 def _on_parameters(b: MergeBuilder) -> dict[str, Any]:
@@ -247,8 +262,17 @@ class _Merge:
         ) as st:
             self.st = st
             con = st.con
-            con.register("__lq_source_stream", b._read_source())
-            con.execute(f"CREATE TEMP TABLE {_SOURCE_TABLE} AS SELECT * FROM __lq_source_stream")
+            source = b._read_source()
+            failed: list[LakeQueryError] = []
+            con.register("__lq_source_stream", _recording(source, failed))
+            try:
+                con.execute(
+                    f"CREATE TEMP TABLE {_SOURCE_TABLE} AS SELECT * FROM __lq_source_stream"
+                )
+            except duckdb.Error:
+                if failed:  # the source's own refusal, not DuckDB's wrapping of it
+                    raise failed[0] from None
+                raise
             con.unregister("__lq_source_stream")
             source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]
             state = self._write_state(source_columns)

@@ -90,3 +90,61 @@ def _from_batches(batches: Iterator[Any]) -> pa.RecordBatchReader:
                 yield item
 
     return pa.RecordBatchReader.from_batches(schema, rest())
+
+
+def _microseconds(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nanosecond timestamp (nested ones too) in microseconds."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", t.tz) if t.unit == "ns" else t
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [t.field(i).with_type(_microseconds(t.field(i).type)) for i in range(t.num_fields)]
+        )
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_microseconds(t.key_type))
+        item = t.item_field.with_type(_microseconds(t.item_type))
+        mapped: Any = pa.map_(key, item, t.keys_sorted)  # type: ignore[call-overload]
+        return mapped  # type: ignore[no-any-return]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field.with_type(_microseconds(t.value_type))
+        out: Any
+        if pa.types.is_large_list(t):
+            out = pa.large_list(item)
+        elif pa.types.is_fixed_size_list(t):
+            out = pa.list_(item, t.list_size)
+        else:
+            out = pa.list_(item)
+        return out  # type: ignore[no-any-return]
+    return t
+
+
+def exact_microseconds(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """``reader`` with its nanosecond timestamps in microseconds, Delta's unit, converted
+    exactly: a value that would lose precision (or overflow) raises
+    :class:`~lakequery.errors.SchemaMismatchError` naming the column, as ``lq.write``
+    refuses it. For data that reaches the table through DuckDB (a MERGE source), which
+    would otherwise round such values silently."""
+    from lakequery import arrow_kernels as pc
+    from lakequery.errors import SchemaMismatchError
+
+    schema = reader.schema
+    target = pa.schema([f.with_type(_microseconds(f.type)) for f in schema])
+    if target == schema:
+        return reader
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            columns = []
+            for i, f in enumerate(target):
+                col = batch.column(i)
+                if col.type != f.type:
+                    try:
+                        col = pc.cast(col, f.type, safe=True)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                        raise SchemaMismatchError(
+                            f.name, str(f.type), str(col.type), str(exc)
+                        ) from exc
+                columns.append(col)
+            yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+    return pa.RecordBatchReader.from_batches(target, batches())

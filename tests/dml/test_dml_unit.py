@@ -266,6 +266,33 @@ def test_merge_clauses_refer_to_the_side_they_have(tmp_path: Path, clause: Any) 
     assert _log_versions(uri) == [0, 1, 2]
 
 
+def test_merge_source_nanoseconds_are_exact_or_refused(tmp_path: Path) -> None:
+    """A nanosecond source (pandas' default unit) is stored exactly when microseconds
+    hold it, else refused as lq.write refuses it: DuckDB rounded 1,999 ns to 2 us and
+    dropped 1 ns, and the merge committed."""
+    import pandas as pd
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1], "ts": pa.array([0], pa.timestamp("us", "UTC"))}))
+    dt = lq.DeltaTable(uri)
+    bad = pa.table({"id": [1, 2], "ts": pa.array([1, 1_999], pa.timestamp("ns", "UTC"))})
+    merge = dt.merge(bad, on="t.id = s.id", source_alias="s", target_alias="t")
+    with pytest.raises(lq.SchemaMismatchError, match="would lose data"):
+        merge.when_matched_update_all().when_not_matched_insert_all().execute()
+    assert _log_versions(uri) == [0]
+    good = pd.DataFrame(
+        {"id": [1, 2], "ts": pd.to_datetime([2_000, 5_000_000], unit="ns", utc=True)}
+    )
+    (
+        dt.merge(good, on="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    got = lq.DeltaTable(uri).snapshot().scan().to_arrow().sort_by("id")
+    assert got.column("ts").cast(pa.int64()).to_pylist() == [2, 5_000]
+
+
 def test_merge_conflict_commits_nothing(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     _three_files(uri)
