@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeVar, cast
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
+from lakequery.arrow_buffers import int64_array
 from lakequery.errors import SchemaError, UnsupportedFeatureError
 from lakequery.protocol.schema import (
     ArrayType,
@@ -432,7 +433,7 @@ def _conform(
         if not is_arrow_list(src):
             raise SchemaError(f"column {where!r}: expected a list, file has {src}")
         if not pa.types.is_list(src):
-            arr = pc.cast(arr, pa.list_(src.value_field))
+            arr = _as_list(arr)
         values = _conform(arr.values, t.element, mode, f"{where}.element", exact)
         return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=_mask(arr))
     if isinstance(t, MapType):
@@ -442,6 +443,43 @@ def _conform(
         items = _conform(arr.items, t.value, mode, f"{where}.value", exact)
         return _map_array(arr, keys, items, target)
     raise SchemaError(f"not a Delta type: {t!r}")
+
+
+def _is_list_view(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list_view(t) or pa.types.is_large_list_view(t))
+
+
+def has_list_view(t: pa.DataType) -> bool:
+    """Whether ``t`` holds a list view at any depth."""
+    if _is_list_view(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(has_list_view(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return has_list_view(t.key_type) or has_list_view(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return has_list_view(t.value_type)
+    return False
+
+
+def _as_list(arr: Any) -> Any:
+    """A list array of any flavour as a ``list`` array. List views are rebuilt from their
+    values in order and their sizes: pyarrow 26 casts them to an invalid list array (the
+    Parquet writer then crashed the process)."""
+    if not _is_list_view(arr.type):
+        return pc.cast(arr, pa.list_(arr.type.value_field))
+    import numpy as np
+
+    sizes = arr.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
+    mask = pc.is_null(arr) if arr.null_count else None
+    if mask is not None:  # a null entry's size is arbitrary; flatten() skips it
+        sizes[mask.to_numpy(zero_copy_only=False)] = 0
+    offsets = np.zeros(len(arr) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    large: Any = pa.LargeListArray.from_arrays(  # type: ignore[call-overload]
+        int64_array(offsets), arr.flatten(), mask=mask
+    )
+    return pc.cast(large, pa.list_(arr.type.value_field))
 
 
 def _conform_column(

@@ -42,6 +42,7 @@ from lakequery.arrow_buffers import empty_table, int_values
 from lakequery.errors import SchemaError, SchemaMismatchError, StorageError
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.column_mapping import (
+    has_list_view,
     physical_name,
     physical_schema,
     rename_to_logical,
@@ -158,6 +159,9 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
         col = respelled(col, delta.type)
         if col.type == f.type:
             return col
+        if has_list_view(col.type):  # pyarrow's own cast of list views is invalid
+            one = pa.RecordBatch.from_arrays([col], names=[f.name])
+            return to_logical(one, StructType((delta,)), "none", exact=True).column(0)
     try:
         if pa.types.is_dictionary(col.type) and not pa.types.is_dictionary(f.type):
             # decoded by taking from its values cast first: pyarrow has no take (and so no

@@ -464,3 +464,26 @@ def test_nested_timestamps_are_never_truncated(tmp_path: Path, column: pa.Array)
     lq.write(uri, pa.table({"c": exact}))
     back = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("c").combine_chunks()
     assert back.field("t").cast(pa.int64()).to_pylist() == [2]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_list_views_are_written_as_lists(tmp_path: Path, large: bool) -> None:
+    """pyarrow 26 casts a list view to an invalid list array: a list_view column failed
+    with ArrowInvalid and a large_list_view one crashed the process in the Parquet writer.
+    Views with out-of-order offsets, nulls and empty lists, top-level and in a struct."""
+    import lakequery as lq
+
+    kind = pa.LargeListViewArray if large else pa.ListViewArray
+    offsets = pa.array([3, 0, 0, 5], pa.int64() if large else pa.int32())
+    sizes = pa.array([2, 7, 0, 1], pa.int64() if large else pa.int32())
+    values = pa.array(range(7), pa.int32())
+    view = kind.from_arrays(offsets, sizes, values, mask=pa.array([False, True, False, False]))
+    view.validate(full=True)
+    expected = [[3, 4], None, [], [5]]
+    assert view.to_pylist() == expected
+    nested = pa.StructArray.from_arrays([view], names=["l"])
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"l": view, "s": nested}))
+    back = lq.DeltaTable(uri).snapshot().scan().to_arrow()
+    assert back.column("l").to_pylist() == expected
+    assert [r["l"] for r in back.column("s").to_pylist()] == expected
