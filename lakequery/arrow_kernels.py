@@ -160,6 +160,7 @@ index_in = _kernel("index_in", 1, "SetLookupOptions")
 indices_nonzero = _kernel("indices_nonzero", 1)
 unique = _kernel("unique", 1)
 dictionary_encode = _kernel("dictionary_encode", 1, "DictionaryEncodeOptions")
+run_end_decode = _kernel("run_end_decode", 1)
 drop_null = _kernel("drop_null", 1)
 #: ``values`` where ``mask`` is true, and the rows at ``indices`` (the ``filter`` and
 #: ``take`` methods of arrays, batches and tables import ``pyarrow.compute``)

@@ -45,6 +45,7 @@ CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("count_distinct", (S,), {"mode": "all"}),
     ("strftime", (pa.array([0, None], pa.timestamp("us", "UTC")),), {"format": "%Y-%m-%dT%H"}),
     ("dictionary_encode", (S,), {"null_encoding": "encode"}),
+    ("run_end_decode", (pa.RunEndEncodedArray.from_arrays([2, 3], ["x", None]),), {}),
     ("any", (B,), {}),
     ("any", (pa.array([None, None], pa.bool_()),), {"skip_nulls": False, "min_count": 0}),
     ("all", (B,), {}),

@@ -478,7 +478,7 @@ def from_arrow_type(arrow_type: pa.DataType, where: str = "column") -> DeltaType
         return ArrayType(_field_type(t.value_field), t.value_field.nullable)
     if types.is_struct(t):
         return StructType(tuple(from_arrow_field(t.field(i)) for i in range(t.num_fields)))
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):  # Python-defined and canonical (uuid, json)
         return from_arrow_type(t.storage_type, where)
     raise SchemaError(f"{where}: Arrow type {t} has no Delta equivalent")
 

@@ -155,6 +155,15 @@ def iter_batches(data: WriteInput) -> Iterator[pa.RecordBatch]:
 def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
     if col.type == f.type:
         return col
+    if isinstance(col.type, pa.BaseExtensionType):  # its storage (uuid: 16 bytes; json: text)
+        chunks: list[Any] = [col] if isinstance(col, pa.Array) else list(col.chunks)
+        storage: list[Any] = [c.storage for c in chunks]
+        kind: Any = col.type.storage_type
+        col = storage[0] if isinstance(col, pa.Array) else pa.chunked_array(storage, kind)
+    elif pa.types.is_run_end_encoded(col.type):
+        col = pc.run_end_decode(col)
+    if col.type == f.type:
+        return col
     if pa.types.is_nested(col.type):  # nested names as the table spells them
         col = respelled(col, delta.type)
         if col.type == f.type:

@@ -487,3 +487,28 @@ def test_list_views_are_written_as_lists(tmp_path: Path, large: bool) -> None:
     back = lq.DeltaTable(uri).snapshot().scan().to_arrow()
     assert back.column("l").to_pylist() == expected
     assert [r["l"] for r in back.column("s").to_pylist()] == expected
+
+
+def test_extension_and_run_end_encoded_columns_are_written_as_their_values(
+    tmp_path: Path,
+) -> None:
+    """Arrow's canonical uuid and json extension types are their storage (binary, string);
+    run-end-encoded columns their values. They were refused, though the schema mapping
+    documents them."""
+    import uuid
+
+    import lakequery as lq
+
+    ids = pa.ExtensionArray.from_storage(
+        pa.uuid(), pa.array([uuid.UUID(int=5).bytes, None], pa.binary(16))
+    )
+    docs = pa.ExtensionArray.from_storage(pa.json_(), pa.array(['{"a": 1}', None]))
+    runs = pa.RunEndEncodedArray.from_arrays([1, 2], ["x", "y"])
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"u": ids, "j": docs, "r": runs}))
+    back = lq.DeltaTable(uri).snapshot().scan().to_arrow()
+    assert back.schema.types == [pa.binary(), pa.string(), pa.string()]
+    assert back.to_pylist() == [
+        {"u": uuid.UUID(int=5).bytes, "j": '{"a": 1}', "r": "x"},
+        {"u": None, "j": None, "r": "y"},
+    ]
