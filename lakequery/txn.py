@@ -294,7 +294,10 @@ class Transaction:
     @property
     def isolation_level(self) -> str:
         files = self._staged.adds + self._staged.removes
-        if files and not any(f.get("dataChange", True) for f in files):
+        rearranges = files and not any(f.get("dataChange", True) for f in files)
+        # only a pure rearrangement (digest §17.2): a commit that also sets metadata or
+        # protocol (row-tracking enablement re-adding files) must see concurrent appends
+        if rearranges and self._new_metadata is None and self._new_protocol is None:
             return "SnapshotIsolation"
         level = self._isolation or TableProperties(self.metadata.configuration).isolation_level
         if level not in ISOLATION_LEVELS[:2]:

@@ -172,7 +172,7 @@ def _matching_adds(
     partition_specs: Sequence[tuple[str, str, DeltaType]],
 ) -> list[str]:
     """Paths of ``adds`` whose partition values satisfy any of ``predicates``."""
-    if not adds:
+    if not adds or not predicates:
         return []
     names = [logical for logical, _, _ in partition_specs]
     parts = [partition_part(p, names) for p in predicates]
@@ -257,9 +257,9 @@ def check_winner(
     else:
         candidates = ()
     if candidates:
-        if own.read_whole_table or not partition_specs:
+        if own.read_whole_table or (not partition_specs and own.read_predicates):
             hits = [str(a["path"]) for a in candidates]
-        else:
+        else:  # a transaction that read nothing (a schema-merging append) covers nothing
             hits = _matching_adds(candidates, own.read_predicates, partition_specs)
         if hits:
             fail(

@@ -50,6 +50,7 @@ from lakequery.commands.file_actions import (
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.errors import (
     AppendOnlyError,
+    ConcurrentTransactionError,
     LakeQueryError,
     SchemaError,
     TableAlreadyExistsError,
@@ -440,6 +441,8 @@ def commit_write(
         log.info("write skipped: %s", plan.skip_reason)
         return WriteResult(version, plan.mode, skipped=True, message=plan.skip_reason)
     creating = plan.snapshot is None
+    if plan.snapshot is not None:  # rebased onto a newer snapshot (identity values)
+        _refuse_committed_app(plan, plan.snapshot, plan.snapshot.version)
     txn = Transaction(
         plan.storage,
         plan.snapshot,
@@ -491,6 +494,22 @@ def commit_write(
     )
 
 
+def _refuse_committed_app(plan: WritePlan, snapshot: Snapshot, read_version: int) -> None:
+    """Raises :class:`ConcurrentTransactionError` when ``snapshot`` (newer than the one
+    the write planned on: a rebase, or a table created concurrently) already holds this
+    write's ``(app_id, app_version)``: the concurrent writer did this write."""
+    if plan.app_id is None or plan.app_version is None:
+        return
+    if snapshot.txns.get(plan.app_id, -1) >= plan.app_version:
+        raise ConcurrentTransactionError(
+            plan.storage.root,
+            read_version,
+            snapshot.version,
+            f"it committed a txn for appId {plan.app_id!r} at version "
+            f"{snapshot.txns[plan.app_id]} (>= {plan.app_version})",
+        )
+
+
 def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResult:
     """Another writer created the table first: append instead when it is the same table
     shape (same schema and partitioning), else give up."""
@@ -501,6 +520,7 @@ def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResu
             plan.storage.root,
             "created concurrently; identity values were generated for a new table",
         )
+    _refuse_committed_app(plan, snapshot, -1)
     ours, theirs = plan.metadata, snapshot.metadata
     uses_mapping = any(PHYSICAL_NAME_KEY in f.metadata for f in theirs.schema.fields)
     if (
@@ -510,6 +530,11 @@ def _commit_as_append(plan: WritePlan, adds: list[dict[str, Any]]) -> CommitResu
     ):
         raise TableAlreadyExistsError(
             plan.storage.root, "created concurrently with a different schema or partitioning"
+        )
+    if dict(theirs.configuration) != dict(ours.configuration):
+        # its constraints, generated columns or features were never applied to our rows
+        raise TableAlreadyExistsError(
+            plan.storage.root, "created concurrently with different table properties"
         )
     txn = Transaction(plan.storage, snapshot, operation="WRITE", parameters=_parameters(plan))
     if plan.app_id is not None and plan.app_version is not None:

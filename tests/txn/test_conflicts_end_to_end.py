@@ -220,3 +220,92 @@ def test_same_app_id_conflicts(tmp_path: Path) -> None:
     _assert_fails_cleanly(uri, second, ConcurrentTransactionError)
     assert lq.commit_write(*other).version == 2  # another app id does not conflict
     assert lq.DeltaTable(uri).snapshot().txns == {"stream": 1, "other": 1}
+
+
+# -- found by a concurrency hunt: each interleaving is A planned, B committed, A commits -----
+
+
+def _after_other_commit(monkeypatch: pytest.MonkeyPatch, other: Any) -> None:
+    """Runs ``other()`` once, just before the next transaction's first commit attempt."""
+    pending = [other]
+    original = Transaction.commit
+
+    def commit(self: Transaction, *args: Any, **kwargs: Any) -> Any:
+        if pending:
+            pending.pop()()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "commit", commit)
+
+
+def test_app_id_write_is_not_applied_twice_on_an_identity_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both writes moved the identity high-water mark, so the identity rebase planned A
+    again on B's version, which holds B's txn for the same app id, and committed it: the
+    rows twice."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"name": ["a"]}), identity={"id": lq.Identity(start=1, step=1)})
+    batch = pa.table({"name": ["x", "y"]})
+    _after_other_commit(
+        monkeypatch, lambda: lq.write(uri, batch, mode="append", app_id="job", app_version=1)
+    )
+    with pytest.raises(ConcurrentTransactionError):
+        lq.write(uri, batch, mode="append", app_id="job", app_version=1)
+    names = lq.DeltaTable(uri).snapshot().scan().to_arrow().column("name").to_pylist()
+    assert sorted(names) == ["a", "x", "y"]
+
+
+def test_app_id_write_racing_the_table_s_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "t")
+    batch = pa.table({"id": [1, 2]})
+    _after_other_commit(
+        monkeypatch, lambda: lq.write(uri, batch, mode="append", app_id="job", app_version=1)
+    )
+    with pytest.raises(ConcurrentTransactionError):
+        lq.write(uri, batch, mode="append", app_id="job", app_version=1)
+    assert _ids(uri) == [1, 2]
+
+
+def test_creation_race_against_a_table_with_constraints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of a creation race appended when the schemas matched, though its rows
+    were never checked against the winner's CHECK constraint (-5 with ``id > 0``)."""
+    uri = str(tmp_path / "t")
+    config = {"delta.constraints.id_pos": "id > 0"}
+    _after_other_commit(
+        monkeypatch, lambda: lq.write(uri, _rows([1]), mode="append", configuration=config)
+    )
+    with pytest.raises(lq.TableAlreadyExistsError, match="properties"):
+        lq.write(uri, _rows([-5]), mode="append")
+    assert _ids(uri) == [1]
+
+
+def test_row_tracking_enablement_sees_a_concurrent_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enablement re-adds files with dataChange=false, so it ran as SnapshotIsolation
+    and missed the append: that file kept no row ids on a table that promises them."""
+    uri = _table(tmp_path)
+    _after_other_commit(monkeypatch, lambda: lq.write(uri, _rows([9]), mode="append"))
+    lq.DeltaTable(uri).alter.set_properties({"delta.enableRowTracking": "true"})
+    files = lq.DeltaTable(uri).snapshot().files()
+    assert files.column("base_row_id").null_count == 0
+    got = lq.DeltaTable(uri).snapshot().scan(row_tracking=True).to_arrow()
+    assert sorted(got.column("id").to_pylist()) == [1, 2, 3, 9]
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_schema_merging_append_beside_an_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partitioned: bool
+) -> None:
+    """An append that adds a column reads nothing: a concurrent append covers none of its
+    reads (digest §17.4 step 6). Unpartitioned, every concurrent add counted as read."""
+    uri = _table(tmp_path, partitioned=partitioned)
+    _after_other_commit(monkeypatch, lambda: lq.write(uri, _rows([7]), mode="append"))
+    wider = _rows([8], "c").append_column("note", pa.array(["x"]))
+    lq.write(uri, wider, mode="append", schema_mode="merge")
+    assert _ids(uri) == [1, 2, 3, 7, 8]
