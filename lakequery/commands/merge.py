@@ -54,7 +54,7 @@ from lakequery.commands.progress import ProgressCallback
 from lakequery.commands.update import resolve_assignments
 from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
-from lakequery.errors import LakeQueryError, MergeConflictError, PredicateError
+from lakequery.errors import LakeQueryError, MergeConflictError, PredicateError, SchemaError
 from lakequery.protocol.arrow_types import NUMERIC, category
 from lakequery.writer.identity import (
     Generation,
@@ -214,6 +214,16 @@ class MergeBuilder:
         return exact_microseconds(to_reader(self.source))
 
 
+def _refuse_case_duplicates(columns: list[str]) -> None:
+    """Refuses source columns whose names differ only in case, as ``lq.write`` does: the
+    table's names are case-insensitive, so ``*`` clauses could not tell ``V`` from ``v``."""
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise SchemaError(f"source columns {other!r} and {name!r} differ only in case")
+
+
 def _recording(source: pa.RecordBatchReader, failed: list[LakeQueryError]) -> pa.RecordBatchReader:
     """``source``, keeping a LakeQueryError it raises (DuckDB reports a stream's error as
     its own ``InvalidInputException``)."""
@@ -263,6 +273,7 @@ class _Merge:
             self.st = st
             con = st.con
             source = b._read_source()
+            _refuse_case_duplicates(source.schema.names)  # DuckDB would rename one
             failed: list[LakeQueryError] = []
             con.register("__lq_source_stream", _recording(source, failed))
             try:

@@ -293,6 +293,18 @@ def test_merge_source_nanoseconds_are_exact_or_refused(tmp_path: Path) -> None:
     assert got.column("ts").cast(pa.int64()).to_pylist() == [2, 5_000]
 
 
+def test_merge_source_columns_differing_only_in_case_are_refused(tmp_path: Path) -> None:
+    """As lq.write refuses them: an update_all took ``V`` for the table's ``v`` though
+    the source also had ``v``."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1], "v": ["old"]}))
+    src = pa.table([pa.array([1]), pa.array(["V"]), pa.array(["v"])], names=["id", "V", "v"])
+    merge = lq.DeltaTable(uri).merge(src, on="t.id = s.id", source_alias="s", target_alias="t")
+    with pytest.raises(lq.SchemaError, match="differ only in case"):
+        merge.when_matched_update_all().execute()
+    assert _log_versions(uri) == [0]
+
+
 def test_merge_conflict_commits_nothing(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     _three_files(uri)
