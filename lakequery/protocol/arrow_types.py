@@ -74,4 +74,32 @@ def category(t: pa.DataType) -> str:
 
 NUMERIC = frozenset({"int", "float", "decimal"})
 
-__all__ = ["NUMERIC", "category", "decimal_params", "timestamp_params", "timestamp_type"]
+
+def with_children(t: pa.DataType, child: Any) -> pa.DataType:
+    """``t`` (a struct, list, large or fixed-size list, or map; other types are returned
+    as they are) with each child field replaced by ``child(field)``: the one place that
+    rebuilds a nested type around new children, for every transformation of the types
+    nested in it."""
+    if pat.is_struct(t):
+        return pa.struct([child(t.field(i)) for i in range(t.num_fields)])
+    if pat.is_map(t):
+        mapped: Any = pa.map_(child(t.key_field), child(t.item_field), t.keys_sorted)
+        return mapped  # type: ignore[no-any-return]
+    out: Any = t
+    if pat.is_large_list(t):
+        out = pa.large_list(child(t.value_field))
+    elif pat.is_fixed_size_list(t):
+        out = pa.list_(child(t.value_field), t.list_size)
+    elif pat.is_list(t):
+        out = pa.list_(child(t.value_field))
+    return out  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "NUMERIC",
+    "category",
+    "decimal_params",
+    "timestamp_params",
+    "timestamp_type",
+    "with_children",
+]

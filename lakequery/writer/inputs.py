@@ -94,28 +94,11 @@ def _from_batches(batches: Iterator[Any]) -> pa.RecordBatchReader:
 
 def _microseconds(t: pa.DataType) -> pa.DataType:
     """``t`` with every nanosecond timestamp (nested ones too) in microseconds."""
+    from lakequery.protocol.arrow_types import with_children
+
     if pa.types.is_timestamp(t):
         return pa.timestamp("us", t.tz) if t.unit == "ns" else t
-    if pa.types.is_struct(t):
-        return pa.struct(
-            [t.field(i).with_type(_microseconds(t.field(i).type)) for i in range(t.num_fields)]
-        )
-    if pa.types.is_map(t):
-        key = t.key_field.with_type(_microseconds(t.key_type))
-        item = t.item_field.with_type(_microseconds(t.item_type))
-        mapped: Any = pa.map_(key, item, t.keys_sorted)  # type: ignore[call-overload]
-        return mapped  # type: ignore[no-any-return]
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        item = t.value_field.with_type(_microseconds(t.value_type))
-        out: Any
-        if pa.types.is_large_list(t):
-            out = pa.large_list(item)
-        elif pa.types.is_fixed_size_list(t):
-            out = pa.list_(item, t.list_size)
-        else:
-            out = pa.list_(item)
-        return out  # type: ignore[no-any-return]
-    return t
+    return with_children(t, lambda f: f.with_type(_microseconds(f.type)))
 
 
 def exact_microseconds(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:

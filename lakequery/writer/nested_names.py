@@ -26,6 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakequery.protocol.arrow_types import with_children
 from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType
 
 
@@ -55,20 +56,13 @@ def respelled_type(t: pa.DataType, d: DeltaType) -> pa.DataType:
     if isinstance(d, ArrayType) and (
         pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
     ):
-        item = t.value_field.with_type(respelled_type(t.value_type, d.element))
-        out: Any
-        if pa.types.is_large_list(t):
-            out = pa.large_list(item)
-        elif pa.types.is_fixed_size_list(t):
-            out = pa.list_(item, t.list_size)
-        else:
-            out = pa.list_(item)
-        return out  # type: ignore[no-any-return]
+        return with_children(t, lambda f: f.with_type(respelled_type(f.type, d.element)))
     if pa.types.is_map(t) and isinstance(d, MapType):
-        key = t.key_field.with_type(respelled_type(t.key_type, d.key))
-        item = t.item_field.with_type(respelled_type(t.item_type, d.value))
-        mapped: Any = pa.map_(key, item, t.keys_sorted)  # type: ignore[call-overload]
-        return mapped  # type: ignore[no-any-return]
+        key_name, key, value = t.key_field.name, d.key, d.value
+        return with_children(
+            t,
+            lambda f: f.with_type(respelled_type(f.type, key if f.name == key_name else value)),
+        )
     return t
 
 
