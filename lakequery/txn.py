@@ -294,7 +294,7 @@ class Transaction:
     @property
     def isolation_level(self) -> str:
         files = self._staged.adds + self._staged.removes
-        rearranges = files and not any(f.get("dataChange", True) for f in files)
+        rearranges = bool(files) and not any(f.get("dataChange", True) for f in files)
         # only a pure rearrangement (digest §17.2): a commit that also sets metadata or
         # protocol (row-tracking enablement re-adding files) must see concurrent appends
         if rearranges and self._new_metadata is None and self._new_protocol is None:
@@ -325,9 +325,6 @@ class Transaction:
     def _validate(self) -> None:
         proto, meta = self.protocol, self.metadata
         check_table_writable(proto, meta.schema, meta.configuration)
-        # the table as read decides (Delta's rule): a commit that also replaces the
-        # metadata (RESTORE to an older version, an overwrite that unsets the property)
-        # cannot lift the restriction on its own removes
         if self._new_metadata is not None or self._new_protocol is not None:
             clashes = change_feed_column_clashes(meta, proto)
             if clashes:
@@ -335,6 +332,9 @@ class Transaction:
                     f"columns {clashes} are named like the change data feed's own "
                     "(delta.enableChangeDataFeed=true): rename them or leave the feed off"
                 )
+        # appendOnly: the table as read decides (Delta's rule): a commit that also replaces
+        # the metadata (RESTORE to an older version, an overwrite that unsets the property)
+        # cannot lift the restriction on its own removes
         read = self.snapshot.metadata if self.snapshot is not None else meta
         removes_data = any(r.get("dataChange", True) for r in self._staged.removes)
         if removes_data and TableProperties(read.configuration).append_only:
