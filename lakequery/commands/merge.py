@@ -56,6 +56,7 @@ from lakequery.engines.duckdb import ROW_FILE_COLUMN, ROW_NUMBER_COLUMN
 from lakequery.engines.sql_types import quote_ident
 from lakequery.errors import LakeQueryError, MergeConflictError, PredicateError, SchemaError
 from lakequery.protocol.arrow_types import NUMERIC, category
+from lakequery.protocol.schema import case_clash
 from lakequery.writer.identity import (
     Generation,
     identity_columns,
@@ -217,11 +218,9 @@ class MergeBuilder:
 def _refuse_case_duplicates(columns: list[str]) -> None:
     """Refuses source columns whose names differ only in case, as ``lq.write`` does: the
     table's names are case-insensitive, so ``*`` clauses could not tell ``V`` from ``v``."""
-    seen: dict[str, str] = {}
-    for name in columns:
-        other = seen.setdefault(name.lower(), name)
-        if other != name:
-            raise SchemaError(f"source columns {other!r} and {name!r} differ only in case")
+    clash = case_clash(columns)
+    if clash is not None:
+        raise SchemaError(f"source columns {clash[0]!r} and {clash[1]!r} differ only in case")
 
 
 def _recording(source: pa.RecordBatchReader, failed: list[LakeQueryError]) -> pa.RecordBatchReader:

@@ -363,6 +363,8 @@ def plan_drop_columns(
         AlterTableError: no such column, a partition column, the last data column (of
             the table or of its struct), or a column a constraint or generated column uses.
     """
+    from lakequery.clustering.domain import clustering_columns
+
     op = "DROP COLUMNS"
     meta = snapshot.metadata
     wanted = [columns] if isinstance(columns, str) else list(columns)
@@ -371,8 +373,6 @@ def plan_drop_columns(
     config = dict(meta.configuration)
     schema = with_name_mapping(meta.schema, config, snapshot, op)
     dropped: list[str] = []
-    from lakequery.clustering.domain import clustering_columns
-
     clustered = clustering_columns(snapshot) or []
     for column in wanted:
         path = resolve(schema, parse_column_path(column), snapshot, op)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +113,18 @@ class StructField:
     metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
+def case_clash(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first two of ``names`` that are equal when case is ignored (Delta's names are
+    case-insensitive), earlier one first; None when there are none."""
+    seen: dict[str, str] = {}
+    for name in names:
+        low = name.lower()
+        if low in seen:
+            return seen[low], name
+        seen[low] = name
+    return None
+
+
 @dataclass(frozen=True)
 class StructType(DeltaType):
     """An ordered sequence of uniquely named (case-insensitively) fields."""
@@ -121,12 +133,9 @@ class StructType(DeltaType):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", tuple(self.fields))
-        seen: dict[str, str] = {}
-        for f in self.fields:
-            low = f.name.lower()
-            if low in seen:
-                raise SchemaError(f"duplicate field name {f.name!r} (also {seen[low]!r})")
-            seen[low] = f.name
+        clash = case_clash(f.name for f in self.fields)
+        if clash is not None:
+            raise SchemaError(f"duplicate field name {clash[1]!r} (also {clash[0]!r})")
 
     @property
     def names(self) -> list[str]:

@@ -249,11 +249,10 @@ def plan_write(
     if mode == "ignore":
         plan.skip_reason = f"a table exists at {storage.root!r} (mode='ignore')"
         return plan
-    if app_id is not None and app_version is not None:
-        done = snapshot.txns.get(app_id)
-        if done is not None and done >= app_version:
-            plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
-            return plan
+    done = _committed_app_version(plan, snapshot)
+    if done is not None:
+        plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
+        return plan
     if schema_mode == "overwrite":
         plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
         return with_generation(apply_clustering(plan, clustering), schema)
@@ -494,19 +493,27 @@ def commit_write(
     )
 
 
+def _committed_app_version(plan: WritePlan, snapshot: Snapshot) -> int | None:
+    """The version ``snapshot`` records for the write's ``app_id`` when it is at least the
+    write's ``app_version`` (the write is done already), else None."""
+    if plan.app_id is None or plan.app_version is None:
+        return None
+    done = snapshot.txns.get(plan.app_id)
+    return done if done is not None and done >= plan.app_version else None
+
+
 def _refuse_committed_app(plan: WritePlan, snapshot: Snapshot, read_version: int) -> None:
     """Raises :class:`ConcurrentTransactionError` when ``snapshot`` (newer than the one
     the write planned on: a rebase, or a table created concurrently) already holds this
     write's ``(app_id, app_version)``: the concurrent writer did this write."""
-    if plan.app_id is None or plan.app_version is None:
-        return
-    if snapshot.txns.get(plan.app_id, -1) >= plan.app_version:
+    done = _committed_app_version(plan, snapshot)
+    if done is not None:
         raise ConcurrentTransactionError(
             plan.storage.root,
             read_version,
             snapshot.version,
             f"it committed a txn for appId {plan.app_id!r} at version "
-            f"{snapshot.txns[plan.app_id]} (>= {plan.app_version})",
+            f"{done} (>= {plan.app_version})",
         )
 
 

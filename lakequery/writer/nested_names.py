@@ -37,22 +37,18 @@ def respelled_type(t: pa.DataType, d: DeltaType) -> pa.DataType:
         exact = {f.name: f for f in d.fields}
         table_lower = Counter(f.name.lower() for f in d.fields)
         by_lower = {f.name.lower(): f for f in d.fields}
-        given = [t.field(i) for i in range(t.num_fields)]
-        given_lower = Counter(f.name.lower() for f in given)
-        fields = []
-        for f in given:
+        given_lower = Counter(t.field(i).name.lower() for i in range(t.num_fields))
+
+        def field(f: pa.Field[Any]) -> pa.Field[Any]:
             low = f.name.lower()
             match = exact.get(f.name)
             if match is None and given_lower[low] == 1 and table_lower[low] == 1:
                 match = by_lower[low]
-            fields.append(
-                f
-                if match is None
-                else pa.field(
-                    match.name, respelled_type(f.type, match.type), f.nullable, f.metadata
-                )
-            )
-        return pa.struct(fields)
+            if match is None:
+                return f
+            return f.with_name(match.name).with_type(respelled_type(f.type, match.type))
+
+        return with_children(t, field)
     if isinstance(d, ArrayType) and (
         pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
     ):
