@@ -186,9 +186,12 @@ class DeltaTable:
             version = self.version_as_of(as_of)
         if version is None:
             return self._latest_snapshot()
-        known = self._latest
-        if known is not None and known.version == version:
-            return known  # the same state; snapshots are immutable
+        if self._latest is not None and self._latest.version == version:
+            # the kept snapshot is that version only while its log is the one listed (the
+            # table may have been dropped and recreated since): one LIST says so
+            latest = self._latest_snapshot()
+            if latest.version == version:
+                return latest
         return Snapshot(self.storage, load_state(self.storage, version))
 
     @property

@@ -365,6 +365,19 @@ def test_replaced_table_is_replayed_afresh(tmp_path: Path) -> None:
     assert_same(lq.DeltaTable(uri).snapshot(), fresh(uri))
 
 
+def test_a_version_asked_of_a_replaced_table_is_the_new_tables(tmp_path: Path) -> None:
+    uri = _table(tmp_path, 2)
+    dt = lq.DeltaTable(uri)
+    kept = dt.snapshot()  # the version the table object keeps
+    shutil.rmtree(uri)
+    lq.write(uri, pa.table({"id": [7, 8, 9], "x": ["a", "b", "c"]}))
+    for i in range(kept.version):
+        lq.write(uri, pa.table({"id": [i], "x": ["d"]}), mode="append")
+    again = dt.snapshot(version=kept.version)
+    assert again.metadata.id != kept.metadata.id
+    assert_same(again, fresh(uri, kept.version))
+
+
 def test_time_travel_snapshots_are_not_cached_as_latest(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     dt = lq.DeltaTable(uri)
