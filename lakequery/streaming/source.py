@@ -38,7 +38,7 @@ from lakequery.arrow_buffers import int64_array, int64_scalar, int_values
 from lakequery.cdf import ChangeScan
 from lakequery.errors import StreamError, VersionNotFoundError
 from lakequery.log_reader import replay_cursor
-from lakequery.log_segment import list_log, load_state
+from lakequery.log_segment import TableState, list_log, load_state
 from lakequery.metadata import Metadata
 from lakequery.protocol.change_feed import non_additive_change
 from lakequery.protocol.features import Protocol, check_readable
@@ -404,30 +404,36 @@ def stream(
     return _run(dt, opts, starting_version, offset, until, follow, poll_interval)
 
 
-def _start(dt: DeltaTable, starting_version: int | None) -> tuple[Snapshot, StreamOffset]:
-    """Where a stream starts, and the snapshot it starts from: the latest one, whose files
-    come first (no version given), or the one before the commit ``starting_version``
-    (version 0: its own)."""
-    if starting_version is None:
-        snap = dt.snapshot()
-        return snap, StreamOffset(snap.version, -1, True, snap.metadata.id)
+def _state_for_commit(dt: DeltaTable, version: int, *, consumed: bool) -> TableState:
+    """The metadata and protocol a stream reads the commit ``version`` with (no live
+    files replayed).
+
+    A stream that already delivered the commits before it (``consumed``) reads with the
+    state before it, so that a schema change in the commit is checked against what was
+    delivered; when that state is gone from the log (cleaned up behind a checkpoint at
+    ``version``), with the commit's own. A stream that starts at the commit reads with
+    the commit's own state, as its files were written with it (a commit that renames a
+    column can be a stream's first); the version after the latest, with the latest.
+    Decision recorded in ARCHITECTURE.md ("Streams: the state a commit is read with")."""
+    first = version - 1 if consumed and version > 0 else version
     try:
-        snap = dt.snapshot(version=max(starting_version - 1, 0))
-    except VersionNotFoundError as exc:  # named after the version asked for, not the one before
-        raise VersionNotFoundError(
-            dt.uri,
-            version=starting_version,
-            earliest=exc.earliest,
-            latest=exc.latest,
-            detail="a stream from a version reads the table as of the version before it",
-        ) from None
-    return snap, StreamOffset(starting_version, -1, False, snap.metadata.id)
+        return load_state(dt.storage, first, with_files=False)
+    except VersionNotFoundError as exc:
+        gone = consumed and exc.earliest is not None and first < exc.earliest <= version
+        next_one = not consumed and exc.latest is not None and version == exc.latest + 1
+        if not (gone or next_one):
+            raise
+    return load_state(dt.storage, version if gone else version - 1, with_files=False)
 
 
 def start_offset(dt: DeltaTable, starting_version: int | None = None) -> StreamOffset:
     """Where a stream starts: the latest snapshot's files first (no version given), or
     the commit ``starting_version``."""
-    return _start(dt, starting_version)[1]
+    if starting_version is None:
+        snap = dt.snapshot()
+        return StreamOffset(snap.version, -1, True, snap.metadata.id)
+    state = _state_for_commit(dt, starting_version, consumed=False)
+    return StreamOffset(starting_version, -1, False, state.metadata.id)
 
 
 def latest_offset(dt: DeltaTable, start: StreamOffset) -> StreamOffset:
@@ -449,19 +455,21 @@ def _run(
     poll_interval: float,
 ) -> Iterator[StreamBatch]:
     snap: Snapshot | None = None
-    if offset is None:
-        snap, offset = _start(dt, starting_version)
+    if offset is None and starting_version is None:
+        snap = dt.snapshot()
+        offset = StreamOffset(snap.version, -1, True, snap.metadata.id)
+    elif offset is None:
+        assert starting_version is not None
+        state = _state_for_commit(dt, starting_version, consumed=False)
+        offset = StreamOffset(starting_version, -1, False, state.metadata.id)
+    elif offset.snapshot:  # the snapshot's files are read first
+        snap = dt.snapshot(version=offset.version)
+    else:  # inside a commit (its own state), or before it
+        state = _state_for_commit(dt, offset.version, consumed=offset.index < 0)
+    if snap is not None:
         metadata, protocol = snap.metadata, snap.protocol
     else:
-        # the state the first commit streamed applies to (the snapshot's own, when it is
-        # read first; the version before a commit offset; version 0 for its own commit)
-        at = max(offset.version if offset.snapshot or offset.index >= 0 else offset.version - 1, 0)
-        if offset.snapshot:
-            snap = dt.snapshot(version=at)
-            metadata, protocol = snap.metadata, snap.protocol
-        else:  # its metadata and protocol only: no live files replayed
-            state = load_state(dt.storage, at, with_files=False)
-            metadata, protocol = state.metadata, state.protocol
+        metadata, protocol = state.metadata, state.protocol
     if metadata.id != offset.table_id:
         raise StreamError(
             dt.uri, f"the offset belongs to table {offset.table_id!r}, not to this one"

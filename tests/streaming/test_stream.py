@@ -156,6 +156,49 @@ def test_starting_version_and_timestamp(table: str) -> None:
         list(dt.stream(starting_timestamp=late))
 
 
+def test_a_stream_can_start_at_a_commit_that_renames_a_column(table: str) -> None:
+    """The commit a stream starts at is read with its own schema: nothing was delivered
+    under the one before it."""
+    dt = lq.DeltaTable(table)
+    lq.write(table, pa.table({"id": [1], "v": ["a"]}), mode="append", schema_mode="merge")
+    renamed = dt.alter.rename_column("v", "w").version
+    lq.write(table, pa.table({"id": [2], "w": ["b"]}), mode="append")
+    for feed in (False, True):
+        batches = dt.stream(starting_version=renamed, read_change_feed=feed)
+        rows = [r for b in batches for r in b.to_arrow().select(["id", "w"]).to_pylist()]
+        assert rows == [{"id": 2, "w": "b"}]
+    # a stream that delivered the version before the rename stops at it
+    before = StreamOffset(renamed, -1, False, dt.snapshot().metadata.id)
+    with pytest.raises(lq.StreamError, match="non-additive"):
+        list(dt.stream(starting_offset=before))
+
+
+def test_a_stream_starts_or_resumes_at_the_oldest_commit_after_log_cleanup(
+    table: str,
+) -> None:
+    """After log cleanup the state before the oldest commit kept is gone; a stream that
+    starts or resumes at that commit reads it with the commit's own state."""
+    import os
+
+    dt = lq.DeltaTable(table)
+    for i in range(2, 5):
+        _append(table, [i])  # versions 1..3
+    dt.checkpoint()
+    log = Path(table) / "_delta_log"
+    for f in log.iterdir():
+        os.utime(f, (1, 1))  # older than any retention
+    _append(table, [5])  # version 4
+    dt.checkpoint()
+    dt.cleanup_log()
+    assert not (log / f"{2:020d}.json").exists() and (log / f"{3:020d}.json").exists()
+    table_id = dt.snapshot().metadata.id
+    resumed = StreamOffset(3, -1, False, table_id)  # the consumer delivered version 2
+    for kw in ({"starting_version": 3}, {"starting_offset": resumed}):
+        assert _all_ids(list(dt.stream(**kw))) == [4, 5]  # type: ignore[arg-type]
+    with pytest.raises(lq.VersionNotFoundError, match="version 1 "):
+        list(dt.stream(starting_version=1))
+
+
 def test_columns_filter_and_a_change_feed_from_the_snapshot(table: str) -> None:
     lq.write(
         table,
