@@ -788,6 +788,34 @@ def changes(
     return ChangeScan(rng.start, rng.end, scans, out_columns)
 
 
+def inserts_scan(
+    storage: Storage,
+    snapshot: Snapshot,
+    files: pa.Table,
+    columns: Sequence[str] | None,
+    filter: str | Expression | None,
+) -> Scan:
+    """Live ``files`` of ``snapshot`` read as a change feed: every row an insert at the
+    snapshot's version and time (what a change-feed stream without a starting version
+    delivers first). The change columns are constants of the files, as in
+    :func:`changes`, so ``columns`` and ``filter`` may name them."""
+    metadata, protocol = snapshot.metadata, snapshot.protocol
+    meta = _change_metadata(metadata, column_mapping_of(metadata, protocol), False)
+    first = len(partition_specs(metadata, protocol))  # the table's own partition_raw_<i>
+    values = (
+        pa.scalar("insert", pa.string()),
+        pa.scalar(snapshot.version, pa.int64()),
+        pa.scalar(snapshot.timestamp, pa.timestamp("us", tz="UTC")),
+    )
+    repeat: Any = pa.repeat  # (its stubs list one overload per scalar type)
+    for i, value in enumerate(values):
+        files = files.append_column(f"partition_raw_{first + i}", repeat(value, files.num_rows))
+    out_columns = _resolve_columns(storage.root, metadata, columns)
+    return _scan(
+        storage, snapshot.version, protocol, meta, _fill_counts(storage, files), out_columns, filter
+    )
+
+
 def _scan(
     storage: Storage,
     version: int,

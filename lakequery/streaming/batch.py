@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -31,15 +29,8 @@ class StreamBatch:
         num_bytes: their size.
     """
 
-    def __init__(
-        self,
-        scan: ChangeScan,
-        offset: StreamOffset,
-        num_bytes: int,
-        constants: dict[str, pa.Scalar[Any]] | None = None,
-    ) -> None:
+    def __init__(self, scan: ChangeScan, offset: StreamOffset, num_bytes: int) -> None:
         self._scan = scan
-        self._constants = constants or {}
         self.start_version: int = scan.starting_version
         self.end_version: int = scan.ending_version
         self.offset = offset
@@ -55,26 +46,11 @@ class StreamBatch:
     @property
     def schema(self) -> pa.Schema:
         """The Arrow schema of the batch's rows."""
-        schema = self._scan.output_schema
-        for name, value in self._constants.items():
-            schema = schema.append(pa.field(name, value.type))
-        return schema
+        return self._scan.output_schema
 
     def to_arrow_reader(self) -> pa.RecordBatchReader:
         """The rows as a stream of Arrow record batches."""
-        if not self._constants:
-            return self._scan.to_arrow_reader()
-        schema = self.schema
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for batch in self._scan.to_arrow_reader():
-                cols = list(batch.columns)
-                cols += [
-                    pa.array([v.as_py()] * batch.num_rows, v.type) for v in self._constants.values()
-                ]
-                yield pa.RecordBatch.from_arrays(cols, schema=schema)
-
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        return self._scan.to_arrow_reader()
 
     def to_arrow(self) -> pa.Table:
         """The rows as one Arrow table."""
@@ -87,15 +63,7 @@ class StreamBatch:
         Args:
             con: the connection to build the relation on (a new one when None).
         """
-        rel = self._scan.to_duckdb(con)
-        if not self._constants:
-            return rel
-        from lakequery.engines.sql_types import literal, quote_ident
-
-        extra = ", ".join(
-            f"{literal(v.as_py(), v.type)} AS {quote_ident(n)}" for n, v in self._constants.items()
-        )
-        return rel.project(f"*, {extra}")
+        return self._scan.to_duckdb(con)
 
     def to_pandas(self, **kwargs: Any) -> pd.DataFrame:
         """The rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
@@ -104,27 +72,7 @@ class StreamBatch:
     def to_polars(self) -> pl.DataFrame:
         """The rows as a Polars DataFrame, read by Polars' own Parquet reader (no
         ``pyarrow.dataset``, no pandas)."""
-        import polars as pl
-
-        lf = self._scan.to_polars()
-        repeat: Any = pa.repeat  # (its stubs list one overload per scalar type)
-        for name, value in self._constants.items():
-            typed = pl.from_arrow(repeat(value, 1))  # the Arrow type's Polars dtype
-            assert isinstance(typed, pl.Series)
-            lf = lf.with_columns(pl.lit(typed[0], dtype=typed.dtype).alias(name))
-        return lf.collect()
-
-
-def insert_constants(version: int, when: datetime | None) -> dict[str, pa.Scalar[Any]]:
-    """The change columns of a starting snapshot read as a change feed: every row an
-    insert at the snapshot's version and time."""
-    from lakequery.cdf import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
-
-    return {
-        CHANGE_TYPE: pa.scalar("insert", pa.string()),
-        COMMIT_VERSION: pa.scalar(version, pa.int64()),
-        COMMIT_TIMESTAMP: pa.scalar(when, pa.timestamp("us", tz="UTC")),
-    }
+        return self._scan.to_polars().collect()
 
 
 __all__ = ["StreamBatch"]

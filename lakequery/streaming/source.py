@@ -43,7 +43,7 @@ from lakequery.metadata import Metadata
 from lakequery.protocol.change_feed import non_additive_change
 from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.replay import key_sql
-from lakequery.streaming.batch import StreamBatch, insert_constants
+from lakequery.streaming.batch import StreamBatch
 from lakequery.streaming.offsets import StreamOffset
 
 if TYPE_CHECKING:
@@ -179,7 +179,6 @@ class _Stream:
         if until is not None and until.snapshot and until.version == v:
             n = min(n, until.index + 1)
             files = files.slice(0, n)
-        constants = insert_constants(v, snap.timestamp) if self.opts.read_change_feed else None
         for lo, hi in self.cuts(files.column("size"), after + 1):
             part = files.slice(lo, hi - lo)
             done = hi == n  # the last snapshot file: next come the commits after it
@@ -188,8 +187,14 @@ class _Stream:
                 if done
                 else StreamOffset(v, hi - 1, True, table_id)
             )
-            scan = ChangeScan(v, v, [self.scan_of(v, part)], self.columns())
-            yield StreamBatch(scan, offset, _bytes(part), constants)
+            if self.opts.read_change_feed:  # every row an insert at the snapshot's version
+                inserts = cdf.inserts_scan(
+                    self.storage, snap, part, self.opts.columns, self.opts.filter
+                )
+                scan = ChangeScan(v, v, [inserts], inserts.output_schema.names)
+            else:
+                scan = ChangeScan(v, v, [self.scan_of(v, part)], self.columns())
+            yield StreamBatch(scan, offset, _bytes(part))
 
     # -- commits after it ----------------------------------------------------------------
     def schema_error(self, version: int, change: tuple[Any, Any]) -> StreamError | None:
@@ -299,22 +304,29 @@ class _Stream:
         self, commits: _Commits, after: StreamOffset, last_ok: int | None
     ) -> Iterator[StreamBatch]:
         """With ``read_change_feed``: the change feed of whole commits per batch (a batch
-        closes before the commit that would take it past ``max_files_per_batch``)."""
+        closes before the commit whose data files would take it past
+        ``max_files_per_batch`` or ``max_bytes_per_batch``; a batch holds one commit at
+        least)."""
         todo = [
             v for v in commits.versions if v >= after.version and (last_ok is None or v <= last_ok)
         ]
-        per_version = dict.fromkeys(todo, 0)
-        for v in commits.adds.column("version").to_pylist():
-            if v in per_version:
-                per_version[v] += 1
-        limit, lo = self.opts.max_files, 0
+        # data files and bytes per version (the range's versions are contiguous)
+        first = commits.versions[0]
+        at = int_values(commits.adds.column("version")) - first
+        sizes = int_values(pc.fill_null(commits.adds.column("size"), int64_scalar(0)))
+        files_in = np.bincount(at, minlength=len(commits.versions))
+        bytes_in = np.bincount(at, weights=sizes, minlength=len(commits.versions))
+        max_files, max_bytes, lo = self.opts.max_files, self.opts.max_bytes, 0
         while lo < len(todo):
-            hi, files = lo, 0
+            hi, files, nbytes = lo, 0, 0
             while hi < len(todo):
-                n = per_version[todo[hi]]
-                if hi > lo and limit is not None and files + n > limit:
+                n, b = int(files_in[todo[hi] - first]), int(bytes_in[todo[hi] - first])
+                over = (max_files is not None and files + n > max_files) or (
+                    max_bytes is not None and nbytes + b > max_bytes
+                )
+                if hi > lo and over:
                     break
-                files, hi = files + n, hi + 1
+                files, nbytes, hi = files + n, nbytes + b, hi + 1
             first, last = todo[lo], todo[hi - 1]
             changes = self.dt.changes(
                 starting_version=first,

@@ -217,6 +217,41 @@ def test_columns_filter_and_a_change_feed_from_the_snapshot(table: str) -> None:
     assert got.num_rows == 4
 
 
+def test_a_change_feed_stream_filters_and_selects_change_columns_from_the_snapshot(
+    table: str,
+) -> None:
+    """The starting snapshot's rows carry the change columns before ``columns`` and
+    ``filter`` apply, as the commits after it do."""
+    _append(table, [2])
+    dt = lq.DeltaTable(table)
+    for kw in ({"starting_version": 1}, {}):
+        batches = list(
+            dt.stream(
+                read_change_feed=True,
+                columns=["id", "_commit_version"],
+                filter="_change_type = 'insert' AND _commit_version >= 1",
+                **kw,  # type: ignore[arg-type]
+            )
+        )
+        rows = [r for b in batches for r in b.to_arrow().to_pylist()]
+        want = [2] if kw else [0, 1, 2]
+        assert sorted(r["id"] for r in rows) == want
+        assert {r["_commit_version"] for r in rows} == {1}
+        assert list(rows[0])[:2] == ["id", "_commit_version"]
+    gone = list(dt.stream(read_change_feed=True, filter="_change_type = 'delete'"))
+    assert sum(b.to_arrow().num_rows for b in gone) == 0
+
+
+def test_a_change_feed_stream_keeps_the_byte_limit(table: str) -> None:
+    for i in range(2, 5):
+        _append(table, [i])
+    dt = lq.DeltaTable(table)
+    batches = list(dt.stream(starting_version=1, read_change_feed=True, max_bytes_per_batch=1))
+    assert [(b.start_version, b.end_version) for b in batches] == [(1, 1), (2, 2), (3, 3)]
+    one = list(dt.stream(starting_version=1, read_change_feed=True, max_bytes_per_batch=10**9))
+    assert [(b.start_version, b.end_version) for b in one] == [(1, 3)]
+
+
 def test_arguments_and_offsets_are_checked(table: str, tmp_path: Path) -> None:
     dt = lq.DeltaTable(table)
     with pytest.raises(lq.StreamError, match="max_files_per_batch"):
