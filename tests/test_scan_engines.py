@@ -780,3 +780,50 @@ def test_integer_filter_arithmetic_near_int64_limits(tmp_path: Path, flt: str) -
     assert sorted(scan.to_polars().collect()["id"].to_list()) == expected
     with pytest.raises(lq.PredicateError, match="integer overflow"):
         scan.to_arrow()
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapped_struct_fields_added_later_read_as_null_in_older_files(
+    tmp_path: Path, mode: str
+) -> None:
+    """Under column mapping, a struct field added by a schema merge (also in a list or a
+    map value) is absent from older files: every engine reads it as NULL, and DML, which
+    reads through DuckDB, works on the table."""
+    uri = str(tmp_path / "t")
+    old = pa.struct([("a", pa.int64())])
+    new = pa.struct([("a", pa.int64()), ("c", pa.float64())])
+    first = pa.table(
+        {
+            "id": [1, 2],
+            "s": pa.array([{"a": 1}, None], old),
+            "l": pa.array([[{"a": 1}], None], pa.list_(old)),
+            "m": pa.array([[("k", {"a": 1})], None], pa.map_(pa.string(), old)),
+        }
+    )
+    lq.write(uri, first, configuration={"delta.columnMapping.mode": mode})
+    second = pa.table(
+        {
+            "id": [3],
+            "s": pa.array([{"a": 3, "c": 1.5}], new),
+            "l": pa.array([[{"a": 3, "c": 1.5}]], pa.list_(new)),
+            "m": pa.array([[("k", {"a": 3, "c": 1.5})]], pa.map_(pa.string(), new)),
+        }
+    )
+    lq.write(uri, second, mode="append", schema_mode="merge")
+    dt_ = lq.DeltaTable(uri)
+    scan = dt_.snapshot().scan()
+    want = sorted(scan.to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert want[0]["s"] == {"a": 1, "c": None} and want[0]["l"] == [{"a": 1, "c": None}]
+    assert want[0]["m"] == [("k", {"a": 1, "c": None})]
+    rel = scan.to_duckdb()
+    got = [dict(zip(rel.columns, r, strict=True)) for r in rel.order("id").fetchall()]
+    assert [r["s"] for r in got] == [r["s"] for r in want]
+    assert [r["l"] for r in got] == [r["l"] for r in want]
+    assert [dict(r["m"] or {}) for r in got] == [dict(r["m"] or []) for r in want]
+    assert dt_.update("id = 1", set={"id": "10"}).num_updated_rows == 1
+    assert dt_.delete("id = 2").num_deleted_rows == 1
+    after = dt_.snapshot().scan(columns=["id", "s"]).to_arrow().to_pylist()
+    assert sorted(after, key=lambda r: r["id"]) == [
+        {"id": 3, "s": {"a": 3, "c": 1.5}},
+        {"id": 10, "s": {"a": 1, "c": None}},
+    ]

@@ -86,7 +86,7 @@ def _column_sql(
     have = _norm(actual[spec.physical])
     want = _norm(target)
     if mode != "none" and has_struct(spec.delta_type):
-        return duckdb_relabel(ref, spec.delta_type, mode)
+        return duckdb_relabel(ref, spec.delta_type, mode, actual[spec.physical])
     if have == want:
         return ref
     if want == "TIMESTAMPWITHTIMEZONE" or want == "TIMESTAMPTZ":

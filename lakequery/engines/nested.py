@@ -7,9 +7,16 @@ an element and a map entry.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import duckdb
+
 from lakequery.engines.sql_types import duckdb_type, quote_ident
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
 from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType, to_arrow_type
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyType
 
 
 def has_struct(t: DeltaType) -> bool:
@@ -23,23 +30,46 @@ def has_struct(t: DeltaType) -> bool:
     return False
 
 
-def duckdb_relabel(ref: str, t: DeltaType, mode: ColumnMappingMode, depth: int = 0) -> str:
-    """SQL rebuilding ``ref`` (physical layout) with logical names and the table's types."""
+def duckdb_relabel(
+    ref: str,
+    t: DeltaType,
+    mode: ColumnMappingMode,
+    stored: str | None = None,
+    depth: int = 0,
+) -> str:
+    """SQL rebuilding ``ref`` (physical layout) with logical names and the table's types.
+
+    ``stored`` is the DuckDB type the file stores ``ref`` as: a struct field it lacks (one
+    added to the table by a schema merge after the file was written) reads as NULL, where
+    addressing it would be a binder error."""
+    have = duckdb.type(stored) if stored is not None else None
+    return _relabel(ref, t, mode, have, depth)
+
+
+def _relabel(
+    ref: str, t: DeltaType, mode: ColumnMappingMode, have: DuckDBPyType | None, depth: int
+) -> str:
+    children = dict(have.children) if have is not None and have.id in ("struct", "map") else {}
     if isinstance(t, StructType):
-        members = ", ".join(
-            f"{quote_ident(f.name)} := "
-            f"{duckdb_relabel(f'{ref}.{quote_ident(physical_name(f, mode))}', f.type, mode, depth)}"
-            for f in t.fields
-        )
-        return f"CASE WHEN {ref} IS NULL THEN NULL ELSE struct_pack({members}) END"
+        members = []
+        for f in t.fields:
+            physical = physical_name(f, mode)
+            if have is not None and physical not in children:
+                value = f"CAST(NULL AS {duckdb_type(to_arrow_type(f.type))})"
+            else:
+                field_ref = f"{ref}.{quote_ident(physical)}"
+                value = _relabel(field_ref, f.type, mode, children.get(physical), depth)
+            members.append(f"{quote_ident(f.name)} := {value}")
+        return f"CASE WHEN {ref} IS NULL THEN NULL ELSE struct_pack({', '.join(members)}) END"
     if isinstance(t, ArrayType) and has_struct(t.element):
         var = f"_e{depth}"
-        inner = duckdb_relabel(var, t.element, mode, depth + 1)
+        element = have.children[0][1] if have is not None and have.id == "list" else None
+        inner = _relabel(var, t.element, mode, element, depth + 1)
         return f"list_transform({ref}, lambda {var}: {inner})"
     if isinstance(t, MapType) and has_struct(t):
         var = f"_m{depth}"
-        key = duckdb_relabel(f"{var}.key", t.key, mode, depth + 1)
-        value = duckdb_relabel(f"{var}.value", t.value, mode, depth + 1)
+        key = _relabel(f"{var}.key", t.key, mode, children.get("key"), depth + 1)
+        value = _relabel(f"{var}.value", t.value, mode, children.get("value"), depth + 1)
         return (
             f"map_from_entries(list_transform(map_entries({ref}), "
             f"lambda {var}: {{'key': {key}, 'value': {value}}}))"
