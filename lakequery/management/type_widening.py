@@ -7,6 +7,8 @@ decimal(p + k1, s + k2)`` with ``k1 >= k2 >= 0``). The commit sets
 ``delta.enableTypeWidening=true``, adds the ``typeWidening`` reader-writer feature (and
 ``timestampNtz`` for ``date -> timestamp_ntz``) and records ``{fromType, toType}`` in the
 field's ``delta.typeChanges``; no data file is rewritten: readers cast older files up.
+A ``void`` column (never stored in data files) takes any type as a plain schema change:
+no feature, no ``delta.typeChanges`` entry (digest §8.3).
 
 Decision: partition columns are not widened (their values live in the log as strings,
 and not every reader re-parses them with a new type); nested struct fields are.
@@ -51,7 +53,7 @@ from lakequery.protocol.schema import (
     type_to_json,
 )
 from lakequery.snapshot import Snapshot
-from lakequery.writer.schema_evolution import widened_field
+from lakequery.writer.schema_evolution import is_type_change, widened_field
 
 ENABLE_KEY = "delta.enableTypeWidening"
 
@@ -107,7 +109,7 @@ def plan_change_column_type(snapshot: Snapshot, column: ColumnPath, new_type: An
         )
     if current.type == target:
         raise AlterTableError(snapshot.table_uri, op, f"{label!r} is already {_name(target)}")
-    if current.type.name == "void" or not is_allowed_widening(current.type, target):
+    if not is_allowed_widening(current.type, target):
         raise AlterTableError(
             snapshot.table_uri,
             op,
@@ -115,7 +117,9 @@ def plan_change_column_type(snapshot: Snapshot, column: ColumnPath, new_type: An
             "Delta allows (digest §14); rewrite the table to change it",
         )
     schema = edit_field(meta.schema, path, lambda f: widened_field(f, target))
-    config = {**meta.configuration, ENABLE_KEY: "true"}
+    config = dict(meta.configuration)
+    if is_type_change(current.type, target):  # not a void column's first type (§8.3)
+        config[ENABLE_KEY] = "true"
     new_meta = replace(meta, schema_string=schema_to_json(schema), configuration=config)
     protocol = upgraded_protocol(snapshot.protocol, table_features_in_use(schema, config))
     params = {

@@ -123,7 +123,7 @@ class _Merger:
         return StructType(tuple(fields)) if changed else table
 
     def _widened(self, tf: StructField, new_type: DeltaType) -> StructField:
-        if isinstance(new_type, PrimitiveType) and isinstance(tf.type, PrimitiveType):
+        if is_type_change(tf.type, new_type):
             self.widened = True
         return widened_field(tf, new_type)
 
@@ -186,10 +186,19 @@ def reconcile(table: StructType, data: pa.Schema, *, merge: bool = False) -> Rec
     return Reconciled(schema, changed, merger.widened)
 
 
+def is_type_change(old: DeltaType, new: DeltaType) -> bool:
+    """Whether ``old -> new`` is a primitive type change that type widening records. A
+    ``void`` column (never stored in data files) takes any type without one (digest
+    §8.3): no ``typeWidening`` feature, nothing for readers to cast."""
+    return (
+        isinstance(new, PrimitiveType) and isinstance(old, PrimitiveType) and old.name != "void"
+    )
+
+
 def widened_field(tf: StructField, new_type: DeltaType) -> StructField:
     """``tf`` with type ``new_type``; a primitive type change is recorded in the field's
     ``delta.typeChanges`` (digest §14), which readers use to cast older files up."""
-    if isinstance(new_type, PrimitiveType) and isinstance(tf.type, PrimitiveType):
+    if is_type_change(tf.type, new_type):
         change = {"fromType": type_to_json(tf.type), "toType": type_to_json(new_type)}
         metadata = dict(tf.metadata)
         metadata["delta.typeChanges"] = [*metadata.get("delta.typeChanges", []), change]

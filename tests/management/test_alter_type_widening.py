@@ -133,3 +133,28 @@ def test_partition_column_not_widened(tmp_path: Path) -> None:
     uri = plain_table(str(tmp_path / "t"), data, partition_by=["p"])
     with pytest.raises(lq.AlterTableError, match="partition column"):
         lq.DeltaTable(uri).alter.change_column_type("p", "long")
+
+
+@pytest.mark.parametrize("how", ["alter", "write"])
+def test_a_void_column_takes_a_type_without_type_widening(tmp_path: Path, how: str) -> None:
+    """A ``void`` column (never in data files) may take any type with no type change
+    recorded (digest §8.3): the protocol stays as it was and readers without type
+    widening (deltalake) still read the table."""
+    import deltalake
+
+    uri = plain_table(str(tmp_path / "t"), pa.table({"id": [1, 2], "n": pa.nulls(2)}))
+    if how == "alter":
+        lq.DeltaTable(uri).alter.change_column_type("n", "string")
+    else:
+        more = pa.table({"id": [3], "n": ["x"]})
+        lq.write(uri, more, mode="append", schema_mode="merge")
+    assert protocol_of(uri) == (1, 1, (), ())
+    assert "delta.enableTypeWidening" not in config_of(uri)
+    field = lq.DeltaTable(uri).snapshot().metadata.schema["n"]
+    assert field.type.name == "string" and "delta.typeChanges" not in field.metadata
+    want = [{"id": 1, "n": None}, {"id": 2, "n": None}]
+    if how == "write":
+        want.append({"id": 3, "n": "x"})
+    assert_engines(uri, want)
+    theirs = deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()
+    assert sorted(theirs, key=lambda r: r["id"]) == want
