@@ -46,10 +46,27 @@ if TYPE_CHECKING:
 MAX_DV_FILES = 40
 
 # operationMetrics names per meaning, first present wins (WRITE, DML, MERGE, OPTIMIZE,
-# RESTORE as lakequery, Spark and delta-rs write them)
-ROWS_ADDED = ("numOutputRows", "numInsertedRows", "numTargetRowsInserted")
-ROWS_REMOVED = ("numDeletedRows", "numTargetRowsDeleted")
-ROWS_UPDATED = ("numUpdatedRows", "numTargetRowsUpdated")
+# RESTORE as lakequery, Spark and delta-rs write them). MERGE's own names come first: its
+# numOutputRows counts the updated and copied rows too.
+ROWS_ADDED = (
+    "numTargetRowsInserted",
+    "num_target_rows_inserted",
+    "numInsertedRows",
+    "numOutputRows",
+    "num_added_rows",
+)
+ROWS_REMOVED = (
+    "numTargetRowsDeleted",
+    "num_target_rows_deleted",
+    "numDeletedRows",
+    "num_deleted_rows",
+)
+ROWS_UPDATED = (
+    "numTargetRowsUpdated",
+    "num_target_rows_updated",
+    "numUpdatedRows",
+    "num_updated_rows",
+)
 BYTES_ADDED = ("numOutputBytes", "numAddedBytes", "numTargetBytesAdded", "restoredFilesSize")
 BYTES_REMOVED = ("numRemovedBytes", "numTargetBytesRemoved", "removedFilesSize")
 
@@ -81,6 +98,7 @@ def plot_file_sizes(source: DeltaTable | Snapshot, *, max_partitions: int = 30) 
     """
     snap = _snapshot(source)
     files = snap.files()
+    total = format_bytes(float(pc.sum(files.column("size")).as_py() or 0))
     labels = partition_labels(files, snap.partition_columns)
     names = pc.unique(labels).sort().slice(0, max_partitions)
     keep = pc.is_in(labels, value_set=names)
@@ -101,7 +119,6 @@ def plot_file_sizes(source: DeltaTable | Snapshot, *, max_partitions: int = 30) 
     if sizes.size and sizes.max() > 20 * max(sizes.min(), 1):
         ax.set_xscale("log")
     ax.set_xlabel("file size (bytes)")
-    total = format_bytes(float(sizes.sum()))
     ax.set_title(f"{snap.num_files} files, {total} (version {snap.version}); | = median")
     return fig
 
@@ -126,6 +143,9 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
             "deleted": dv_cardinalities(with_dv),
         }
     ).sort_by([("deleted", "descending"), ("path", "ascending")])
+    all_deleted = int(pc.sum(table.column("deleted")).as_py() or 0)
+    all_rows = int(pc.sum(table.column("rows")).as_py() or 0)
+    share = all_deleted / max(all_rows, 1)
     table = table.slice(0, max_files)
     dele = np.asarray(table.column("deleted").to_numpy(), dtype=np.int64)
     rows: Any = pc.fill_null(table.column("rows"), pa.scalar(0, pa.int64()))
@@ -138,10 +158,10 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
     ax.set_xticks(x, _short_names([str(p) for p in table.column("path").to_pylist()]))
     ax.tick_params(axis="x", labelrotation=60, labelsize=7)
     ax.set_ylabel("rows")
-    share = dele.sum() / max(int(dele.sum() + live.sum()), 1)
+    shown = f", {table.num_rows} drawn" if table.num_rows < with_dv.num_rows else ""
     ax.set_title(
-        f"{table.num_rows} of {snap.num_files} files carry a deletion vector "
-        f"({share:.1%} of their rows deleted)"
+        f"{with_dv.num_rows} of {snap.num_files} files carry a deletion vector "
+        f"({share:.1%} of their rows deleted{shown})"
     )
     ax.legend()
     return fig

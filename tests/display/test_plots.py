@@ -14,6 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 import lakequery as lq
+from lakequery.display.facts import format_bytes
 from lakequery.plots import (
     plot_deleted_rows,
     plot_file_sizes,
@@ -55,6 +56,8 @@ def test_file_sizes_one_point_per_file_one_row_per_partition(tmp_path: Path) -> 
     assert (tmp_path / "sizes.png").stat().st_size > 0
     few = plot_file_sizes(dt.snapshot(), max_partitions=2)
     assert len(few.axes[0].collections[0].get_offsets()) == 8
+    assert few.axes[0].get_title() == ax.get_title()  # the table's totals, all partitions
+    assert ax.get_title().startswith(f"12 files, {format_bytes(float(sum(sizes)))} ")
 
 
 def test_deleted_rows_per_file(tmp_path: Path) -> None:
@@ -76,7 +79,13 @@ def test_deleted_rows_per_file(tmp_path: Path) -> None:
         lb.get_height() + db.get_height() for lb, db in zip(live_bars, deleted_bars, strict=True)
     ]
     assert totals == [e[2] for e in expected]  # stacked to the file's physical rows
-    assert len(plot_deleted_rows(dt, max_files=2).axes[0].containers[1]) == 2
+    few = plot_deleted_rows(dt, max_files=2).axes[0]
+    assert len(few.containers[1]) == 2
+    deleted = -sum(e[0] for e in expected)
+    share = f"{deleted / sum(e[2] for e in expected):.1%}"
+    n = dt.snapshot().num_files
+    assert few.get_title().startswith(f"{len(expected)} of {n} files carry a deletion vector")
+    assert f"({share} of their rows deleted, 2 drawn)" in few.get_title()
 
 
 def test_history_timeline_matches_commit_metrics(tmp_path: Path) -> None:
@@ -104,6 +113,35 @@ def test_history_timeline_matches_commit_metrics(tmp_path: Path) -> None:
     assert labels[0].endswith("CREATE TABLE") and labels[-1] == "v4\nOPTIMIZE"
     # a History (or any list of entries) works too, newest `limit` kept
     assert len(plot_history(history, limit=2).axes[0].containers[0]) == 2
+
+
+def test_history_counts_merge_and_delta_rs_metrics(tmp_path: Path) -> None:
+    """MERGE's inserted rows, not its numOutputRows (which counts updated and copied
+    rows too); delta-rs's snake_case metric names."""
+    import deltalake
+
+    uri = str(tmp_path / "m")
+    lq.write(uri, pa.table({"id": [1, 2, 3]}))
+    dt = lq.DeltaTable(uri)
+    source = pa.table({"id": [3, 4, 5]})
+    (
+        dt.merge(source, on="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update(set={"id": "s.id + 10"})
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    added, updated, _ = plot_history(dt).axes[0].containers
+    assert [b.get_height() for b in added] == [3, 2]
+    assert [b.get_height() for b in updated] == [0, 1]
+    rs = str(tmp_path / "rs")
+    deltalake.write_deltalake(rs, pa.table({"id": [1, 2, 3]}))
+    theirs = deltalake.DeltaTable(rs)
+    theirs.delete("id = 1")
+    theirs.update({"id": "id + 10"}, predicate="id = 2")
+    added, updated, removed = plot_history(lq.DeltaTable(rs)).axes[0].containers
+    assert [b.get_height() for b in added] == [3, 0, 0]
+    assert [b.get_height() for b in removed] == [0, 1, 0]
+    assert [b.get_height() for b in updated] == [0, 0, 1]
 
 
 def _skipped_by_stats(snap: lq.Snapshot, column: str, value: int) -> int:
