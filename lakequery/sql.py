@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -41,7 +42,7 @@ def _as_scan(value: TableLike) -> Scan:
 
 
 def sql(
-    query: str, *, con: duckdb.DuckDBPyConnection | None = None, **tables: TableLike
+    query: str, /, *, con: duckdb.DuckDBPyConnection | None = None, **tables: TableLike
 ) -> duckdb.DuckDBPyRelation:
     """Runs ``query`` in DuckDB with each keyword argument visible as a view of that name.
 
@@ -57,8 +58,19 @@ def sql(
             not see each other's names, open no database of their own (~10-13 ms each),
             and reuse the footers earlier reads cached.
         **tables: a table URI or path, ``DeltaTable``, ``Snapshot`` (time travel) or ``Scan``
-            (a projection / filter) per name.
+            (a projection / filter) per name (:func:`sql_over` takes any names, ``con``
+            included, as a mapping).
     """
+    return sql_over(query, tables, con=con)
+
+
+def sql_over(
+    query: str,
+    tables: Mapping[str, TableLike],
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """:func:`sql` with the tables as a mapping of name to table."""
     own = con is None
     cur = engine_cursor() if con is None else con
     for name, value in tables.items():

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import json
+import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,20 +47,25 @@ def plain(value: Any) -> Any:
         return int(value) if isinstance(exponent, int) and exponent >= 0 else str(value)
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(value).decode()
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NON_FINITE[str(value)]  # JSON has no NaN or infinities: their names
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
 
 
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(plain(value), ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(plain(value), ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return repr(value)  # the shortest text that reads back as the same number
     if isinstance(value, (Mapping, list, tuple)):
         return json.dumps(plain(value), ensure_ascii=False)
     return str(plain(value))
@@ -91,10 +97,43 @@ def print_rows(
     console().print(table)
 
 
+def _python_values(column: pa.ChunkedArray[Any]) -> list[Any]:
+    """A column's values as Python objects; a column holding a value Python's types
+    cannot (a date after year 9999, DuckDB's infinite dates) as Arrow's text of it."""
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        import pyarrow.compute as pc
+
+        return pc.cast(column, "string").to_pylist()
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with repeats renamed ``name_1``, ``name_2``... (as DuckDB names the
+    columns of a table made from such a query): JSON objects keep one value per key."""
+    given, used, out = set(names), set[str](), []
+    for name in names:
+        new, i = name, 0
+        while new in used or (i > 0 and new in given):
+            i += 1
+            new = f"{name}_{i}"
+        used.add(new)
+        out.append(new)
+    return out
+
+
+def arrow_records(data: pa.Table) -> list[dict[str, Any]]:
+    """An Arrow table's rows as JSON objects (repeated column names made unique)."""
+    names = unique_names(data.column_names)
+    columns = [_python_values(c) for c in data.columns]
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
 def print_arrow(data: pa.Table, *, title: str | None = None) -> None:
     """An Arrow table's rows."""
     columns = data.column_names
-    print_rows(columns, zip(*(c.to_pylist() for c in data.columns), strict=True), title=title)
+    values = [_python_values(c) for c in data.columns]
+    print_rows(columns, zip(*values, strict=True), title=title)
     if data.num_rows == 0:
         console().print("(no rows)")
 
@@ -115,6 +154,6 @@ def emit_result(opts_json: bool, title: str, result: Any) -> None:
 def emit_arrow(opts_json: bool, data: pa.Table, *, title: str | None = None) -> None:
     """Rows: a JSON list of objects, or a table."""
     if opts_json:
-        print_json(data.to_pylist())
+        print_json(arrow_records(data))
     else:
         print_arrow(data, title=title)

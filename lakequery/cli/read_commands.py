@@ -9,6 +9,7 @@ import click
 
 from lakequery.cli.context import Options, key_values, open_snapshot, pass_options, snapshot_options
 from lakequery.cli.output import (
+    arrow_records,
     emit_arrow,
     print_json,
     print_line,
@@ -227,13 +228,13 @@ def sql_cmd(
     opts: Options, query: str, tables: tuple[str, ...], version: int | None, as_of: str | None
 ) -> None:
     """DuckDB SQL over one or more tables (--version / --as-of apply to each of them)."""
-    from lakequery.sql import sql
+    from lakequery.sql import sql_over
 
     named = {
         name: open_snapshot(opts, uri, version, as_of)
         for name, uri in key_values(tables, "--table").items()
     }
-    rel = sql(query, **named)  # type: ignore[arg-type]
+    rel = sql_over(query, named)
     emit_arrow(opts.json, rel.to_arrow_table())
 
 
@@ -340,7 +341,7 @@ def stream_cmd(
         for batch in batches:
             data = batch.to_arrow()
             if opts.json:
-                for row in data.to_pylist():
+                for row in arrow_records(data):
                     print_json(row)
                 print_json({"offset": json.loads(batch.offset.to_json())})
             else:

@@ -190,9 +190,13 @@ def vacuum(
             check_table_writable(proto, meta.schema, meta.configuration)  # vacuumProtocolCheck
             props = TableProperties(meta.configuration)
             table_ms = props.deleted_file_retention_ms
-            retention_ms = table_ms if retention_hours is None else int(retention_hours * _HOUR_MS)
-            if retention_ms < 0:
-                raise ValueError("retention_hours must not be negative")
+            if retention_hours is not None and not retention_hours >= 0:  # NaN included
+                raise ValueError(f"retention_hours must not be negative, not {retention_hours}")
+            retention_ms = (
+                table_ms
+                if retention_hours is None
+                else int(min(retention_hours * _HOUR_MS, now))  # beyond 1970: keep all
+            )
             if enforce_retention and retention_ms < table_ms:
                 raise RetentionError(storage.root, retention_ms / _HOUR_MS, table_ms / _HOUR_MS)
             cutoff = now - retention_ms

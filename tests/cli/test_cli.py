@@ -305,3 +305,31 @@ def test_flags_that_lift_the_documented_refusals(table: str) -> None:
     assert [json.loads(x)["id"] for x in lines.splitlines() if '"id"' in x] == [99]
     skipped = run("--json", "stream", table, "--from-version", "4", "--skip-change-commits")
     assert [json.loads(x)["id"] for x in skipped.stdout.splitlines() if '"id"' in x] == [99]
+
+
+def test_sql_output_keeps_every_column_and_value(tmp_path: Path) -> None:
+    """Repeated column names stay apart in JSON; NaN and infinities are JSON strings;
+    floats print in full; a date Python cannot hold prints as text; tables may be
+    named like the function's own parameters."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1, 2], "x": ["a", "b"]}))
+    joined = run_json(
+        "sql", "SELECT a.id, b.id, a.x FROM a JOIN b ON a.id = b.id - 1", "-t", f"a={uri}",
+        "-t", f"b={uri}",
+    )  # fmt: skip
+    assert joined == [{"id": 1, "id_1": 2, "x": "a"}]
+    floats = run_json("sql", "SELECT 'nan'::DOUBLE AS n, 'inf'::DOUBLE AS i, 0.5::DOUBLE AS h")
+    assert floats == [{"n": "NaN", "i": "Infinity", "h": 0.5}]
+    shown = run("sql", "SELECT 1234567.89::DOUBLE AS amount, DATE '9999-12-31' + 1 AS d").stdout
+    assert "1234567.89" in shown and "10000-01-01" in shown
+    for name in ("con", "query"):
+        assert run_json("sql", f"SELECT count(*) AS n FROM {name}", "-t", f"{name}={uri}") == [
+            {"n": 2}
+        ]
+
+
+def test_vacuum_retention_beyond_the_epoch_keeps_everything(table: str) -> None:
+    for hours in ("inf", "1e20"):
+        assert run_json("vacuum", table, "--retention-hours", hours)["files"] == []
+    bad = run("vacuum", table, "--retention-hours", "nan", check=False)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
