@@ -134,16 +134,15 @@ def _features(snap: Snapshot) -> str:
 
 
 def clustering_columns(snap: Snapshot) -> list[str]:
-    """Liquid clustering columns from the ``delta.clustering`` domain (as stored: physical
-    names under column mapping); empty when the table is not clustered."""
-    text = snap.domains.get("delta.clustering")
-    if not text:
-        return []
+    """Liquid clustering columns (logical names); empty when the table is not clustered
+    or its clustering domain is malformed (the display never raises for it)."""
+    from lakequery.clustering.domain import clustering_columns as logical
+    from lakequery.errors import CorruptLogError
+
     try:
-        columns = json.loads(text).get("clusteringColumns") or []
-        return [".".join(str(p) for p in c) if isinstance(c, list) else str(c) for c in columns]
-    except (ValueError, AttributeError):
-        return []  # a malformed domain is the writer's problem; the display shows nothing
+        return logical(snap) or []
+    except CorruptLogError:
+        return []
 
 
 def snapshot_summary(snap: Snapshot) -> list[tuple[str, str]]:

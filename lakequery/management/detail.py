@@ -24,21 +24,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from lakequery import arrow_kernels as pc
-from lakequery.protocol.column_mapping import physical_name_map
+from lakequery.clustering.domain import clustering_columns
 from lakequery.snapshot import Snapshot
-
-#: The domain in which liquid clustering records its columns (physical names).
-CLUSTERING_DOMAIN = "delta.clustering"
-#: Its name in tables written before clustering was released (delta-rs 0.x, Databricks
-#: previews): ``{"clusteringColumns": [{"physicalName": [...]}]}``.
-_PREVIEW_DOMAIN = "delta.liquid"
 
 
 @dataclass(frozen=True)
@@ -102,19 +95,6 @@ class TableDetail:
         }
 
 
-def clustering_columns(snapshot: Snapshot) -> tuple[str, ...]:
-    """The logical clustering columns recorded in the ``delta.clustering`` domain."""
-    domains = snapshot.domains
-    text = domains.get(CLUSTERING_DOMAIN) or domains.get(_PREVIEW_DOMAIN)
-    if not text:
-        return ()
-    entries = json.loads(text).get("clusteringColumns") or ()
-    physical = [tuple(c["physicalName"] if isinstance(c, Mapping) else c) for c in entries]
-    names = physical_name_map(snapshot.metadata.schema, snapshot.column_mapping_mode)
-    logical = {p: path for path, p in names.items()}
-    return tuple(".".join(logical.get(p, p)) for p in physical)
-
-
 def describe_detail(snapshot: Snapshot) -> TableDetail:
     """The DESCRIBE DETAIL row of ``snapshot``."""
     meta, proto = snapshot.metadata, snapshot.protocol
@@ -132,7 +112,7 @@ def describe_detail(snapshot: Snapshot) -> TableDetail:
         ),
         last_modified=snapshot.timestamp,
         partition_columns=tuple(meta.partition_columns),
-        clustering_columns=clustering_columns(snapshot),
+        clustering_columns=tuple(clustering_columns(snapshot) or ()),
         num_files=snapshot.num_files,
         size_in_bytes=int(size or 0),
         properties=dict(meta.configuration),
@@ -143,4 +123,4 @@ def describe_detail(snapshot: Snapshot) -> TableDetail:
     )
 
 
-__all__ = ["CLUSTERING_DOMAIN", "TableDetail", "clustering_columns", "describe_detail"]
+__all__ = ["TableDetail", "describe_detail"]

@@ -220,3 +220,13 @@ def test_clustering_columns_are_shown(tmp_path: Path) -> None:
     info = _fields(lq.DeltaTable(kit.uri)._repr_html_())
     assert info["clustered by"] == "a, b"
     assert "clustered by" not in _fields(lq.DeltaTable(kit.uri).snapshot(version=0)._repr_html_())
+
+
+def test_clustering_columns_are_shown_by_logical_name(tmp_path: Path) -> None:
+    uri = str(tmp_path / "cm")
+    data = pa.table({"user": [1, 2], "day": ["a", "b"]})
+    lq.write(uri, data, cluster_by=["user"], configuration={"delta.columnMapping.mode": "name"})
+    dt = lq.DeltaTable(uri)
+    assert dt.detail().clustering_columns == ("user",)
+    assert _fields(dt._repr_html_())["clustered by"] == "user"
+    assert _fields(dt.snapshot()._repr_html_())["clustered by"] == "user"
