@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -786,6 +786,35 @@ def changes(
         empty = _files_table(_conform_tasks(singles.slice(0, 0)), meta, protocol, times)
         scans.append(_scan(storage, rng.end, protocol, meta, empty, out_columns, filter))
     return ChangeScan(rng.start, rng.end, scans, out_columns)
+
+
+def staged_scan(
+    storage: Storage,
+    version: int,
+    metadata: Metadata,
+    protocol: Protocol,
+    adds: Sequence[Mapping[str, Any]],
+) -> Scan:
+    """The rows of ``add`` actions not committed yet (a write's new files), as a scan:
+    what a commit that must also write change data files reads back as its inserts."""
+    from urllib.parse import unquote
+
+    rows = [
+        {
+            "version": version,
+            "path": unquote(str(a["path"])),  # the canonical key: decoded, relative
+            "size": a.get("size"),
+            "pv": dict(a.get("partitionValues") or {}),
+            "stats": a.get("stats"),
+            "dv": None,
+            "num_records": None,
+            "change_type": None,
+        }
+        for a in adds  # one per new file
+    ]
+    files = _files_table(_tasks_from_rows(rows), metadata, protocol, {version: 0})
+    columns = [f.name for f in metadata.schema]
+    return _scan(storage, version, protocol, metadata, files, columns, None)
 
 
 def inserts_scan(

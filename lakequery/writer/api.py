@@ -72,7 +72,7 @@ from lakequery.snapshot import Snapshot, latest_or_none
 from lakequery.storage import Storage, open_storage
 from lakequery.storage.engine_errors import relation_reader
 from lakequery.txn import CommitResult, Transaction
-from lakequery.writer.data_files import write_data_files
+from lakequery.writer.data_files import CHANGE_TYPE_COLUMN, write_data_files
 from lakequery.writer.identity import (
     Identity,
     commit_rebasing_identity,
@@ -380,27 +380,28 @@ def _with_predicate_constraint(plan: WritePlan) -> WritePlan:
 
 
 def _removes_for_overwrite(
-    plan: WritePlan, txn: Transaction
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(remove actions, add actions of rewritten rows) for an overwrite."""
+    plan: WritePlan, txn: Transaction, new_files: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(remove actions, add actions of rewritten rows, cdc actions) for an overwrite that
+    writes ``new_files``."""
     snapshot = plan.snapshot
     assert snapshot is not None
     now = int(time.time() * 1000)
     if plan.predicate is None:
         txn.read_whole_table()
         files = snapshot.files()
-        return remove_actions(snapshot, files, now), []
+        return remove_actions(snapshot, files, now), [], []
     txn.read_predicate(plan.predicate)
     scan = snapshot.scan(filter=plan.predicate)
     candidates = scan.plan().files
     txn.read_files(str(p) for p in candidates.column("path").to_pylist())
     if not candidates.num_rows:
-        return [], []
+        return [], [], []
     part = partition_part(plan.predicate, snapshot.partition_columns)
     exact = part is not None and only_partition_columns(plan.predicate, snapshot)
     if exact:
         files = candidates.filter(partition_match(candidates, plan.predicate))
-        return remove_actions(snapshot, files, now), []
+        return remove_actions(snapshot, files, now), [], []
     # Rows of the candidate files that do not match stay: copy them into new files. The
     # predicate as the scan bound it (see _with_predicate_constraint), not its raw text,
     # which DuckDB would read with its own literal types and the process's time zone.
@@ -416,10 +417,43 @@ def _removes_for_overwrite(
     whole = preserving_scan(snapshot, snapshot.scan().restricted_to(candidates))
     reader = relation_reader(whole.to_duckdb(con).filter(keep_sql), snapshot.table_uri)
     assert plan.state is not None
-    keep_state = preserving_state(snapshot, replace(plan.state, extra_constraints=(), identity=()))
-    kept = write_data_files(reader, keep_state)
+    rewrite_state = replace(plan.state, extra_constraints=(), identity=())
+    kept = write_data_files(reader, preserving_state(snapshot, rewrite_state))
+    cdc: list[dict[str, Any]] = []
+    if TableProperties((plan.metadata or snapshot.metadata).configuration).change_data_feed:
+        # The copied rows did not change, yet the commit removes and adds them: its change
+        # data files name what did (digest §13), the rows replaced and the new ones.
+        cdc = _overwrite_change_data(plan, con, candidates, keep_sql, new_files, rewrite_state)
     con.close()
-    return remove_actions(snapshot, candidates, now), kept
+    return remove_actions(snapshot, candidates, now), kept, cdc
+
+
+def _overwrite_change_data(
+    plan: WritePlan,
+    con: Any,
+    candidates: pa.Table,
+    keep_sql: str,
+    new_files: Sequence[Mapping[str, Any]],
+    state: WriteState,
+) -> list[dict[str, Any]]:
+    """Change data files of an overwrite that copied rows: the candidate files' rows the
+    predicate replaced as deletes, the rows of ``new_files`` as inserts."""
+    from lakequery.cdf import staged_scan
+    from lakequery.duckdb_databases import create_temp_view
+
+    snapshot = plan.snapshot
+    assert snapshot is not None
+    old = snapshot.scan().restricted_to(candidates).to_duckdb(con).filter(f"NOT ({keep_sql})")
+    create_temp_view(con, "__lq_overwrite_deleted", old)
+    parts = [f"SELECT *, 'delete' AS {CHANGE_TYPE_COLUMN} FROM __lq_overwrite_deleted"]
+    if new_files:
+        metadata = plan.metadata or snapshot.metadata
+        protocol = plan.protocol or snapshot.protocol
+        new = staged_scan(plan.storage, snapshot.version + 1, metadata, protocol, new_files)
+        create_temp_view(con, "__lq_overwrite_inserted", new.to_duckdb(con))
+        parts.append(f"SELECT *, 'insert' AS {CHANGE_TYPE_COLUMN} FROM __lq_overwrite_inserted")
+    changes = relation_reader(con.sql(" UNION ALL BY NAME ".join(parts)), snapshot.table_uri)
+    return write_data_files(changes, replace(state, change_data=True, materialized_columns=()))
 
 
 def commit_write(
@@ -460,8 +494,9 @@ def commit_write(
         if TableProperties(plan.snapshot.metadata.configuration).append_only:
             # as Spark: an overwrite is refused whatever it would remove
             raise AppendOnlyError(plan.storage.root, "WRITE (mode='overwrite')")
-        removes, kept = _removes_for_overwrite(plan, txn)
+        removes, kept, cdc = _removes_for_overwrite(plan, txn, staged)
         staged += kept
+        txn.add_cdc_files(cdc)
     if plan.app_id is not None and plan.app_version is not None:
         txn.read_app_id(plan.app_id)
         txn.set_app_transaction(plan.app_id, plan.app_version)

@@ -121,17 +121,24 @@ def test_lakequery_partitioned_predicate_overwrite(tmp_path: Path) -> None:
     )
 
 
-def test_copy_on_write_overwrite_emits_copied_rows(tmp_path: Path) -> None:
-    """A row-level predicate overwrite rewrites files without change files: the digest's
-    rule 2 reports the copied rows as deleted and inserted again."""
+@pytest.mark.parametrize("dvs", [False, True])
+def test_a_row_level_overwrite_writes_change_files(tmp_path: Path, dvs: bool) -> None:
+    """A predicate overwrite that copies the rows it does not match into new files
+    rewrites rows, so it writes change files (digest §13): the replaced rows are deletes,
+    the new ones inserts, and the copied rows are no change; deltalake reads them so."""
     root = str(tmp_path / "t")
-    lq.write(root, _people([1, 2, 3]), configuration=CDF)
-    lq.write(root, _people([5]), mode="overwrite", predicate="id >= 2")
+    conf = {**CDF, "delta.enableDeletionVectors": str(dvs).lower()}
+    lq.write(root, _people([1, 2, 3, 4]), configuration=conf)
+    new = _people([2]).set_column(1, "name", pa.array(["m2"]))
+    lq.write(root, new, mode="overwrite", predicate="id >= 2 AND id < 4")
+    assert "cdc" in _commit_actions(root, 1)
     _all_ranges_match(root)
     one = lq.DeltaTable(root).changes(starting_version=1).to_arrow()
-    assert simple(one, "id", "_change_type") == sorted(
-        [(1, "delete"), (2, "delete"), (3, "delete"), (1, "insert"), (5, "insert")], key=repr
+    assert simple(one, "id", "name", "_change_type") == sorted(
+        [(2, "n2", "delete"), (3, "n3", "delete"), (2, "m2", "insert")], key=repr
     )
+    table = lq.DeltaTable(root).snapshot().scan().to_arrow()
+    assert sorted(table["name"].to_pylist()) == ["m2", "n1", "n4"]
 
 
 def test_column_mapping_name_mode(tmp_path: Path) -> None:
