@@ -190,9 +190,7 @@ def is_type_change(old: DeltaType, new: DeltaType) -> bool:
     """Whether ``old -> new`` is a primitive type change that type widening records. A
     ``void`` column (never stored in data files) takes any type without one (digest
     §8.3): no ``typeWidening`` feature, nothing for readers to cast."""
-    return (
-        isinstance(new, PrimitiveType) and isinstance(old, PrimitiveType) and old.name != "void"
-    )
+    return isinstance(new, PrimitiveType) and isinstance(old, PrimitiveType) and old.name != "void"
 
 
 def widened_field(tf: StructField, new_type: DeltaType) -> StructField:
