@@ -157,6 +157,37 @@ def _stream_to_arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     return table
 
 
+#: A commit line the parse could not make a file action of, though it names one: its
+#: JSON is no object, or its ``add``/``remove`` has the wrong shape (the parse makes a
+#: value of the wrong type NULL, and the line would pass as an action replay ignores).
+_MISREAD_LINE = (
+    "other IS NOT NULL AND (json_type(other) <> 'OBJECT' "
+    "OR coalesce(json_type(other, '$.add'), 'NULL') <> 'NULL' "
+    "OR coalesce(json_type(other, '$.remove'), 'NULL') <> 'NULL')"
+)
+
+
+def _refuse_unreadable_file_actions(
+    con: duckdb.DuckDBPyConnection, commit_keys: str, where: str
+) -> None:
+    """Raises CorruptLogError naming the first commit with a file action replay cannot
+    key: without a path (the parse makes a path of the wrong type NULL too), or not
+    parsed at all (:data:`_MISREAD_LINE`). Either would drop out of replay silently: an
+    add's file would vanish, a remove's file would stay live."""
+    ((pathless_add, pathless_remove, misread),) = con.execute(
+        "SELECT min(version) FILTER (WHERE h IS NULL AND is_add = 1), "
+        "min(version) FILTER (WHERE h IS NULL AND is_add = 0 AND other IS NULL), "
+        f"min(version) FILTER (WHERE {_MISREAD_LINE}) FROM {commit_keys}"
+    ).fetchall()
+    for version, what in (
+        (pathless_add, "an add action without a path"),
+        (pathless_remove, "a remove action without a path"),
+        (misread, "a line that is not a well-formed action (add/remove of the wrong shape)"),
+    ):
+        if version is not None:
+            raise CorruptLogError(f"{where}/{int(version):020d}.json", what)
+
+
 def replay_files(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -192,12 +223,7 @@ def replay_files(
         add.defaultRowCommitVersion AS default_row_commit_version,
         add.tags AS tags, add.clusteringProvider AS clustering_provider{raw_parts}"""
     live = _live_sql(checkpoint, commits, "add", cols)
-    # an add without a path has no key and would drop out of replay silently
-    ((pathless,),) = con.execute(
-        f"SELECT min(version) FROM {commit_keys} WHERE h IS NULL AND is_add = 1"
-    ).fetchall()
-    if pathless is not None:
-        raise CorruptLogError(f"{where}/{int(pathless):020d}.json", "an add action without a path")
+    _refuse_unreadable_file_actions(con, commit_keys, where)
     try:
         if small:  # one statement instead of three (create, read, drop); same winners
             return _stream_to_arrow(

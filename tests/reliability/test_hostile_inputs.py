@@ -437,3 +437,35 @@ def test_fuzz_figures(genuine: tuple[Path, Any]) -> None:
     """Prints how many cases each parser saw (for RELIABILITY.md); runs last."""
     print("hostile-input cases per parser:", json.dumps(CASES, sort_keys=True))
     assert sum(CASES.values()) > 0 or os.environ.get("PYTEST_XDIST_WORKER") is not None
+
+
+@pytest.mark.parametrize(
+    ("version", "damage"),
+    [
+        (2, lambda a: {"remove": [a["remove"]]} if "remove" in a else a),
+        (2, lambda a: {"remove": "oops"} if "remove" in a else a),
+        (1, lambda a: {"add": 7} if "add" in a else a),
+        (2, lambda a: [a] if "remove" in a else a),
+        (1, lambda a: None if "add" in a else a),
+    ],
+    ids=["remove-as-list", "remove-as-text", "add-as-number", "line-as-list", "line-null"],
+)
+def test_a_misshapen_file_action_is_refused_not_skipped(
+    tmp_path: Path, version: int, damage: Callable[[Any], Any]
+) -> None:
+    """The JSON parse makes a value of the wrong type NULL: a damaged ``remove`` read as
+    nothing would bring its deleted rows back, a damaged ``add`` would drop its rows.
+    deltalake refuses such a line, and so must lakequery (CorruptLogError naming the
+    commit)."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1, 2]}), configuration={"delta.enableDeletionVectors": "false"})
+    lq.write(uri, pa.table({"id": [3]}), mode="append")
+    lq.DeltaTable(uri).delete("id = 3")  # version 2: a remove of version 1's file
+    commit = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    lines = [json.loads(x) for x in commit.read_text().splitlines() if x.strip()]
+    changed = [damage(a) for a in lines]
+    assert changed != lines
+    commit.write_text("\n".join(json.dumps(a) for a in changed) + "\n")
+    got = lakequery_rows(Path(uri))
+    assert isinstance(got, lq.CorruptLogError), got
+    assert commit.name in str(got)
