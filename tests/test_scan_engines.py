@@ -827,3 +827,23 @@ def test_column_mapped_struct_fields_added_later_read_as_null_in_older_files(
         {"id": 3, "s": {"a": 3, "c": 1.5}},
         {"id": 10, "s": {"a": 1, "c": None}},
     ]
+
+
+@pytest.mark.parametrize("flt", ["x = 'NaN'", "x >= 'NaN'", "x + 1 > 10", "s.y = 'NaN'"])
+def test_nan_rows_of_files_whose_footers_leave_nan_out(tmp_path: Path, flt: str) -> None:
+    """Parquet footer min/max leave NaN out (delta-rs and pyarrow write them so); no
+    engine may skip a row group by them for a filter NaN satisfies."""
+    import deltalake
+
+    uri = str(tmp_path / "t")
+    data = pa.table(
+        {
+            "x": [1.0, float("nan")],
+            "s": pa.array([{"y": 1.0}, {"y": float("nan")}], pa.struct([("y", pa.float32())])),
+        }
+    )
+    deltalake.write_deltalake(uri, data)
+    scan = lq.DeltaTable(uri).snapshot().scan(filter=flt)
+    assert scan.to_arrow().num_rows == 1
+    assert len(scan.to_duckdb().fetchall()) == 1
+    assert scan.to_polars().collect().height == 1

@@ -57,6 +57,13 @@ def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array[Any]:
     return out
 
 
+def _has_floating(t: pa.DataType) -> bool:
+    """Whether ``t`` is or holds a floating-point type."""
+    if pa.types.is_floating(t):
+        return True
+    return any(_has_floating(t.field(i).type) for i in range(t.num_fields))
+
+
 class _Reader:
     """State shared by the batches of one scan."""
 
@@ -89,10 +96,14 @@ class _Reader:
             from lakequery.protocol.predicates import referenced_columns, to_pyarrow
 
             self.filter = to_pyarrow(scan.filter)
-            # only a filter over columns stored in every file can go into the dataset scan
+            # only a filter over columns stored in every file can go into the dataset scan,
+            # and none over floating-point ones: pyarrow skips row groups by footer
+            # min/max, which leave NaN out (Parquet's rule; other writers' files have
+            # them), so `x = 'NaN'` would lose the rows DuckDB and Polars return
             used = {p[0] for p in referenced_columns(scan.filter)}
             if self.mode == "none" and used <= set(self.phys.names):
-                self.pushdown = self.filter
+                if not any(_has_floating(self.phys.field(name).type) for name in used):
+                    self.pushdown = self.filter
         self.fs, self.to_fs = snap.storage.arrow_filesystem()
         self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])
         self.deleted = deleted_rows(self.plan, snap.storage)
