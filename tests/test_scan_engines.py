@@ -847,3 +847,23 @@ def test_nan_rows_of_files_whose_footers_leave_nan_out(tmp_path: Path, flt: str)
     assert scan.to_arrow().num_rows == 1
     assert len(scan.to_duckdb().fetchall()) == 1
     assert scan.to_polars().collect().height == 1
+
+
+@pytest.mark.parametrize(
+    ("flt", "ids"),
+    [("s.a IN (1, NULL)", [1]), ("s.a NOT IN (1, NULL)", []), ("s.a IN (NULL)", [])],
+)
+def test_in_lists_holding_null_over_a_struct_field(
+    tmp_path: Path, flt: str, ids: list[int]
+) -> None:
+    """SQL semantics in every engine; DuckDB 2.0 failed internally on the NULL pushed into
+    its Parquet scan of a struct with a list beside it, and invalidated the process's
+    engine database for every later read."""
+    uri = str(tmp_path / "t")
+    rows_ = [{"a": 1, "l": [1]}, {"a": 2, "l": [2]}]
+    lq.write(uri, pa.table({"id": [1, 2], "s": pa.array(rows_)}))
+    scan = lq.DeltaTable(uri).snapshot().scan(filter=flt, columns=["id"])
+    assert sorted(scan.to_arrow()["id"].to_pylist()) == ids
+    assert sorted(r[0] for r in scan.to_duckdb().fetchall()) == ids
+    assert sorted(scan.to_polars().collect()["id"].to_list()) == ids
+    assert lq.sql("SELECT count(*) FROM t", t=uri).fetchall() == [(2,)]  # still usable

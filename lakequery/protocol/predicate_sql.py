@@ -86,6 +86,7 @@ def to_duckdb_sql(
     *,
     literal_sql: Callable[[Literal], str] = sql_literal,
     like_pattern_sql: Callable[[str], str] = quote_string,
+    exact_integer_type: str = "HUGEINT",
 ) -> str:
     """Render a predicate as a DuckDB SQL boolean expression.
 
@@ -98,6 +99,8 @@ def to_duckdb_sql(
         literal_sql: Renders a literal (default: typed DuckDB literals).
         like_pattern_sql: Renders a LIKE pattern (``%``/``_`` wildcards, no escape) as a
             string literal of the dialect.
+        exact_integer_type: The dialect's type that holds integer ``+ - *`` of two
+            longs exactly.
 
     Returns:
         SQL text with every compound parenthesised and literals typed.
@@ -123,7 +126,8 @@ def to_duckdb_sql(
             if e.op == "/":
                 return f"(CAST({r(e.left)} AS DOUBLE) / CAST({r(e.right)} AS DOUBLE))"
             if integer_arith(e):  # exact, as in Polars (BIGINT * BIGINT overflows)
-                return f"(CAST({r(e.left)} AS HUGEINT) {e.op} CAST({r(e.right)} AS HUGEINT))"
+                wide = exact_integer_type
+                return f"(CAST({r(e.left)} AS {wide}) {e.op} CAST({r(e.right)} AS {wide}))"
             return f"({r(e.left)} {e.op} {r(e.right)})"
         if isinstance(e, And | Or):
             word = " AND " if isinstance(e, And) else " OR "
@@ -136,7 +140,16 @@ def to_duckdb_sql(
         if isinstance(e, In):
             if not e.values:
                 return "TRUE" if e.negated else "FALSE"
-            return f"({r(e.operand)}{neg} IN ({', '.join(r(v) for v in e.values)}))"
+            values = [v for v in e.values if not (isinstance(v, Literal) and v.value is None)]
+            if len(values) == len(e.values):
+                return f"({r(e.operand)}{neg} IN ({', '.join(r(v) for v in values)}))"
+            # A NULL in the list makes every non-match NULL: spelled without it (DuckDB
+            # 2.0 fails internally on a NULL in an IN list pushed into a Parquet scan of
+            # a struct field, and invalidates its database).
+            if not values:
+                return "CAST(NULL AS BOOLEAN)"
+            match = f"({r(e.operand)} IN ({', '.join(r(v) for v in values)}))"
+            return f"(CASE WHEN {match} THEN {'FALSE' if e.negated else 'TRUE'} END)"
         if isinstance(e, Between):
             x = r(e.operand)
             if e.negated:
