@@ -111,7 +111,13 @@ def spark_literal(lit: Literal) -> str:
 
 def to_spark_sql(expr: Expr) -> str:
     """A Spark SQL boolean expression equivalent to ``expr`` (logical column names)."""
-    return to_duckdb_sql(expr, _column, literal_sql=spark_literal, like_pattern_sql=like_pattern)
+    return to_duckdb_sql(
+        expr,
+        _column,
+        literal_sql=spark_literal,
+        like_pattern_sql=like_pattern,
+        exact_integer_type="DECIMAL(38,0)",  # Spark has no HUGEINT; 38 digits hold a long * long
+    )
 
 
 __all__ = ["like_pattern", "quote_identifier", "quote_string", "spark_literal", "to_spark_sql"]

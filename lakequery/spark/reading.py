@@ -304,8 +304,12 @@ class _Frame:
                 col = F.col(quote_identifier(spec.name)).cast(target)  # _zone_free's text
             elif spec.partition:
                 value = (literals or {}).get(spec.name)
-                if isinstance(value, datetime) and value.tzinfo is None:
-                    value = value.isoformat(sep=" ")  # see _zone_free
+                if isinstance(value, datetime):
+                    # as text (with its offset when it has a zone): a zone-less value would
+                    # be read in the session's zone (see _zone_free), and a datetime goes to
+                    # the JVM as a java.sql.Timestamp, whose hybrid Julian calendar moved
+                    # values before 1582-10-15 by days
+                    value = value.isoformat(sep=" ")
                 col = F.lit(value).cast(target)
             else:
                 col = F.col(quote_identifier(spec.physical))
