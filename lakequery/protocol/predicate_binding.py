@@ -111,6 +111,8 @@ class _Binder:
 
     def boolean(self, expr: Expr) -> Expr:
         bound = self.value(expr)
+        if isinstance(bound, Literal) and bound.value is None:
+            return Literal(None, pa.bool_())  # a boolean NULL: engines' AND/OR/NOT take no other
         t = infer_type(bound)
         if t is not None and not (pat.is_boolean(t) or pat.is_null(t)):
             raise self.fail(f"expected a boolean expression, got {t} ({_short(expr)})")

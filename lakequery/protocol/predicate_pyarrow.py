@@ -115,6 +115,38 @@ def _nan_compare(
     return _ite(nx, ny if ny is not None else _FALSE, _ite(ny, _TRUE, plain))  # <=
 
 
+def _scale(e: Expr) -> int | None:
+    """The scale Arrow gives ``e`` when it is an exact number (a decimal, or an integer:
+    0), else None. Products add their operands' scales, sums keep the larger."""
+    if isinstance(e, Arith):
+        if e.op == "/":
+            return None
+        a, b = _scale(e.left), _scale(e.right)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "*" else max(a, b)
+    if isinstance(e, Literal) and isinstance(e.value, Decimal):
+        exponent = e.value.as_tuple().exponent
+        return max(0, -exponent) if isinstance(exponent, int) else None
+    t = infer_type(e)
+    if t is None:
+        return None
+    if pa.types.is_decimal(t):
+        return int(t.scale)
+    return 0 if pa.types.is_integer(t) else None
+
+
+def _decimal_scale(left: Expr, right: Expr) -> int | None:
+    """The scale both sides of a comparison are cast to when one holds decimal
+    arithmetic (Arrow's common type of, say, decimal(21,4) and decimal(38,2) needs 40
+    digits and fails); None when no cast is needed."""
+    types = [infer_type(s) for s in (left, right) if isinstance(s, Arith)]
+    if not any(t is not None and pa.types.is_decimal(t) for t in types):
+        return None
+    scales = [_scale(left), _scale(right)]
+    return None if None in scales else max(s for s in scales if s is not None)
+
+
 class _Renderer:
     def render(self, e: Expr) -> pc.Expression:
         if isinstance(e, Column):
@@ -124,7 +156,7 @@ class _Renderer:
         if isinstance(e, Compare):
             return self.compare(e.op, e.left, e.right)
         if isinstance(e, Arith):
-            x, y = self.render(e.left), self.render(e.right)
+            x, y = self.operand(e.left, e), self.operand(e.right, e)
             if e.op == "/":
                 return pc.divide(x.cast(pa.float64(), safe=False), y.cast(pa.float64(), safe=False))
             if integer_arith(e):  # in int64 (a bound literal would be cast down to an int32)
@@ -154,8 +186,27 @@ class _Renderer:
             result = pc.match_like(self.render(e.operand), pattern)
         return pc.invert(result) if e.negated else result
 
+    def operand(self, e: Expr, arith: Arith) -> pc.Expression:
+        """An operand of ``arith``; in decimal arithmetic a literal takes the narrowest
+        decimal type of its value (bound as decimal(38, s), it made Arrow's result type
+        need more than 38 digits)."""
+        t = infer_type(arith)
+        if isinstance(e, Literal) and t is not None and pa.types.is_decimal(t):
+            if isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
+                value = Decimal(e.value)
+                sign, digits, exponent = value.as_tuple()
+                if isinstance(exponent, int):
+                    scale = max(0, -exponent)
+                    precision = max(len(digits), scale, 1)
+                    return scalar_expression(pa.scalar(value, pa.decimal128(precision, scale)))
+        return self.render(e)
+
     def compare(self, op: str, left: Expr, right: Expr) -> pc.Expression:
         x, y = self.render(left), self.render(right)
+        scale = _decimal_scale(left, right)
+        if scale is not None:  # one exact type: Arrow finds none above 38 digits itself
+            common = pa.decimal128(38, scale)
+            x, y = x.cast(common), y.cast(common)
         if not (_may_be_nan(left) or _may_be_nan(right)):
             return _PLAIN[op](x, y)
         for side in (left, right):

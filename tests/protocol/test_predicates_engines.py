@@ -245,6 +245,36 @@ def test_documented_semantics(text: str, rows: list[int]) -> None:
     assert select_polars(FIXED, expr) == rows
 
 
+EXACT = pa.table(
+    {
+        "dec": pa.array([Decimal("0.10"), Decimal("1.10"), None], pa.decimal128(10, 2)),
+        "x": [1, 2, 3],
+        "__rid": [0, 1, 2],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        ("dec * 2 = 0.2", [0]),  # decimal(21,4) against the literal: one exact type
+        ("dec * dec > 1", [1]),
+        ("dec * 3 + 1 = 4.3", [1]),
+        ("dec - 0.05 < 0.1", [0]),
+        ("x = 1 OR NULL", [0]),  # an untyped NULL operand of AND / OR / NOT
+        ("NOT (x = 1 AND NULL)", [1, 2]),
+        ("NULL OR NULL", []),
+        ("NOT NULL", []),
+    ],
+)
+def test_decimal_arithmetic_and_null_operands(text: str, rows: list[int]) -> None:
+    schema = EXACT.schema.remove(EXACT.schema.get_field_index("__rid"))
+    expr = bind(parse_predicate(text), schema)
+    assert select_duckdb(EXACT, expr) == rows
+    assert select_pyarrow(EXACT, expr) == rows
+    assert select_polars(EXACT, expr) == rows
+
+
 def test_strings_with_nul_and_quotes_render_in_sql() -> None:
     table = pa.table({"s": ["a\x00b", "it's", "ab"], "__rid": [0, 1, 2]})
     schema = pa.schema([("s", pa.string())])
