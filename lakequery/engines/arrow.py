@@ -101,9 +101,9 @@ class _Reader:
             # min/max, which leave NaN out (Parquet's rule; other writers' files have
             # them), so `x = 'NaN'` would lose the rows DuckDB and Polars return
             used = {p[0] for p in referenced_columns(scan.filter)}
-            if self.mode == "none" and used <= set(self.phys.names):
-                if not any(_has_floating(self.phys.field(name).type) for name in used):
-                    self.pushdown = self.filter
+            stored = self.mode == "none" and used <= set(self.phys.names)
+            if stored and not any(_has_floating(self.phys.field(n).type) for n in used):
+                self.pushdown = self.filter
         self.fs, self.to_fs = snap.storage.arrow_filesystem()
         self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])
         self.deleted = deleted_rows(self.plan, snap.storage)

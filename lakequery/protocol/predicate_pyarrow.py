@@ -191,14 +191,15 @@ class _Renderer:
         decimal type of its value (bound as decimal(38, s), it made Arrow's result type
         need more than 38 digits)."""
         t = infer_type(arith)
-        if isinstance(e, Literal) and t is not None and pa.types.is_decimal(t):
-            if isinstance(e.value, int | Decimal) and not isinstance(e.value, bool):
-                value = Decimal(e.value)
-                sign, digits, exponent = value.as_tuple()
-                if isinstance(exponent, int):
-                    scale = max(0, -exponent)
-                    precision = max(len(digits), scale, 1)
-                    return scalar_expression(pa.scalar(value, pa.decimal128(precision, scale)))
+        exact = isinstance(e, Literal) and type(e.value) in (int, Decimal)
+        if exact and t is not None and pa.types.is_decimal(t):
+            assert isinstance(e, Literal)
+            value = Decimal(e.value)
+            _, digits, exponent = value.as_tuple()
+            if isinstance(exponent, int):
+                scale = max(0, -exponent)
+                precision = max(len(digits), scale, 1)
+                return scalar_expression(pa.scalar(value, pa.decimal128(precision, scale)))
         return self.render(e)
 
     def compare(self, op: str, left: Expr, right: Expr) -> pc.Expression:
