@@ -29,6 +29,12 @@ casting it, so a decimal bound of more than 15 significant digits comes out roun
 (``12345678901234567890.123456789012345678`` as ``12345678901234567525.49...``) and a file
 holding the exact value would be skipped. There, such bounds in JSON statistics are
 unknown (typed ``stats_parsed`` values stay exact): no file is skipped on them.
+
+DuckDB 2 reads the digits exactly, but a writer may have rounded them before: delta-rs
+writes decimal statistics as doubles (``1234567890123456.78`` as ``1234567890123456.8``,
+above the true minimum). So JSON bounds of more than 15 digits are widened by a
+relative 1e-15 (more than a double's rounding), never cutting a matching file; an exact
+writer's bounds lose pruning only for values within that margin.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from lakequery.protocol.arrow_types import category
 from lakequery.protocol.predicate_ast import Literal
 from lakequery.protocol.predicate_sql import sql_literal
 from lakequery.protocol.sql_spelling import (
+    DOUBLE_DIGITS,
     duckdb_type,
     json_decimal_exact,
     quote_identifier,
@@ -70,6 +77,20 @@ def _json_type(t: pa.DataType) -> str:
     if cat == "decimal":
         return duckdb_type(t)
     return "VARCHAR"
+
+
+def _widened_decimal(bound: str, t: pa.DataType, side: str) -> str:
+    """A decimal JSON bound of more than :data:`DOUBLE_DIGITS` digits moved outwards by
+    a relative 1e-15, at least one unit of its scale (see the module docstring); a bound
+    the type cannot hold after widening is unknown."""
+    precision, scale = int(getattr(t, "precision", 0)), int(getattr(t, "scale", 0))
+    if precision <= DOUBLE_DIGITS:
+        return bound
+    wide = f"DECIMAL(38, {scale})"
+    units = f"(ceil(abs(CAST({bound} AS DOUBLE)) * 1e-15 * {10**scale}) + 1)"  # of the scale
+    slack = f"CAST({units} / {10**scale} AS {wide})"  # an integer of units: rounds back exact
+    moved = f"CAST({bound} AS {wide}) {'-' if side == 'minValues' else '+'} {slack}"
+    return f"TRY_CAST({moved} AS {duckdb_type(t)})"
 
 
 def _text_to_domain(text: str, t: pa.DataType, side: str = "") -> str:
@@ -207,6 +228,8 @@ class StatsSources:
             from_json = f"CAST(NULL AS {json_type})"  # unknown (see the module docstring)
         elif raw is not None:
             from_json = _text_to_domain(raw, t, names[0]) if json_type == "VARCHAR" else raw
+        if from_json and category(t) == "decimal" and names[0] in ("minValues", "maxValues"):
+            from_json = _widened_decimal(from_json, t, names[0])
         parsed = self._parsed(names, alias)
         from_parsed = _typed_to_domain(parsed[0], parsed[1], t) if parsed else None
         if from_json and from_parsed:
