@@ -103,9 +103,11 @@ def _python_values(column: pa.ChunkedArray[Any]) -> list[Any]:
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        return pc.cast(column, "string").to_pylist()
+        text: list[Any] = pc.cast(column, pa.string()).to_pylist()
+        return text
 
 
 def unique_names(names: Sequence[str]) -> list[str]:
