@@ -58,7 +58,6 @@ from lakequery.engines.deletion import dv_cardinalities
 from lakequery.errors import (
     ChangeDataFeedError,
     CorruptLogError,
-    ObjectNotFoundError,
     PredicateError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -91,6 +90,7 @@ from lakequery.protocol.replay import key_sql
 from lakequery.protocol.sql_spelling import string_list
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import commit_read_error
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -297,11 +297,8 @@ def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: lis
     )
     try:
         con.execute(sql)
-    except duckdb.IOException as exc:
-        missing = next((c.path for c in commits if c.path.rsplit("/", 1)[-1] in str(exc)), None)
-        raise ObjectNotFoundError(missing or commits[0].path, "read commit") from exc
     except duckdb.Error as exc:
-        raise CorruptLogError(storage.join("_delta_log"), str(exc).splitlines()[0][:300]) from exc
+        raise commit_read_error(exc, storage.join("_delta_log"), [c.path for c in commits]) from exc
 
 
 def _lit(text: str) -> str:

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from lakequery.duckdb_databases import private_cursor
-from lakequery.errors import ObjectNotFoundError
 from lakequery.protocol.log_files import LogFile
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.sql_spelling import string_list
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import commit_read_error
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,8 @@ def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, di
 
     Raises:
         ObjectNotFoundError: a commit file does not exist.
+        StorageError: the store failed.
+        CorruptLogError: a commit does not parse.
     """
     if not versions:
         return {}
@@ -123,9 +125,8 @@ def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, di
             f"FROM read_ndjson_objects({files}, filename=true) "
             "WHERE json_exists(json, '$.commitInfo')"
         ).fetchall()
-    except duckdb.IOException as exc:
-        missing = next((p for p in paths if p.rsplit("/", 1)[-1] in str(exc)), paths[0])
-        raise ObjectNotFoundError(missing, "read commit") from exc
+    except duckdb.Error as exc:
+        raise commit_read_error(exc, storage.join("_delta_log"), paths) from exc
     finally:
         con.close()
     out: dict[int, dict[str, Any]] = {}

@@ -24,7 +24,12 @@ from lakequery.protocol.log_files import Checkpoint, LogFile
 from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
 from lakequery.protocol.sql_spelling import string_list
 from lakequery.storage import Storage
-from lakequery.storage.engine_errors import public_text, raise_storage_failure, storage_failure
+from lakequery.storage.engine_errors import (
+    log_storage_failure,
+    public_text,
+    raise_storage_failure,
+    storage_failure,
+)
 
 #: Slim per-action table of the commits: version, h (key hash, NULL for non-file actions),
 #: is_add, other (raw JSON of a non-file action, else NULL).
@@ -360,19 +365,20 @@ class LogReader:
     def _diagnose(
         self, exc: duckdb.Error, checkpoint: Checkpoint | None, commits: Sequence[LogFile]
     ) -> Exception:
-        where = checkpoint.files[0].path if checkpoint else self.storage.join("_delta_log")
-        failure = storage_failure(exc, commits[0].path if commits else where)
-        if failure is not None:  # the store failed: the log is not corrupt
-            return failure
+        log = self.storage.join("_delta_log")
+        where = checkpoint.files[0].path if checkpoint else log
+        failure = log_storage_failure(exc, [f.path for f in commits] or [where], log)
+        if failure is not None and (failure.uri != log or not commits):
+            return failure  # the store failed (the log is not corrupt), the object named
         msg = str(exc)
         candidates = [f.path for f in commits] + (
             [f.path for f in checkpoint.files] if checkpoint else []
         )
-        for path in candidates:
+        for path in candidates if failure is None else ():
             base = path.rsplit("/", 1)[-1]
             if base in msg:
                 return CorruptLogError(path, _first_line(msg))
-        # DuckDB did not name it: try the files one by one (error path only).
+        # DuckDB did not name the file: try them one by one (error path only).
         for f in commits:
             try:
                 self.con.sql(f"SELECT count(*) FROM ({self.json_actions_sql([f.path])})").fetchall()
@@ -380,7 +386,7 @@ class LogReader:
                 return storage_failure(one, f.path) or CorruptLogError(
                     f.path, _first_line(str(one))
                 )
-        return CorruptLogError(where, _first_line(msg))
+        return failure or CorruptLogError(where, _first_line(msg))
 
 
 def _first_line(msg: str) -> str:

@@ -39,6 +39,7 @@ from lakequery.protocol.replay import (
 )
 from lakequery.protocol.schema import DeltaType, PrimitiveType, validate_type_changes
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import log_storage_failure
 
 
 class TableState(NamedTuple):
@@ -223,7 +224,13 @@ def _replay(
 ) -> TableState:
     try:
         return _replay_loaded(storage, con, reader, segment, with_files)
-    except duckdb.Error as exc:
+    except duckdb.Error as exc:  # large logs are views: replay reads the store again
+        read = [f.path for f in segment.commits]
+        if segment.checkpoint is not None:
+            read += [f.path for f in segment.checkpoint.files]
+        failure = log_storage_failure(exc, read, log_dir(storage))
+        if failure is not None:
+            raise failure from exc
         where = segment.checkpoint.files[0].path if segment.checkpoint else log_dir(storage)
         raise CorruptLogError(where, str(exc).splitlines()[0][:300]) from exc
 

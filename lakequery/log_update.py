@@ -56,6 +56,7 @@ from lakequery.protocol.replay import (
 )
 from lakequery.protocol.schema import PrimitiveType, validate_type_changes
 from lakequery.storage import Storage
+from lakequery.storage.engine_errors import log_storage_failure
 
 #: With a newer checkpoint listed, apply at most this many commits incrementally; beyond,
 #: a replay from that checkpoint reads less.
@@ -151,6 +152,9 @@ def update_state(
         reader.load(None, new)
         updated = _apply(storage, cur, reader, state, new, target)
     except duckdb.Error as exc:
+        failure = log_storage_failure(exc, [c.path for c in new], log_dir(storage))
+        if failure is not None:
+            raise failure from exc
         raise CorruptLogError(new[-1].path, str(exc).splitlines()[0][:300]) from exc
     finally:
         if con is None:

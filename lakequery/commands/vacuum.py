@@ -104,6 +104,7 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
     from lakequery.duckdb_databases import private_cursor
     from lakequery.history import commit_timestamps
     from lakequery.protocol.sql_spelling import string_list
+    from lakequery.storage.engine_errors import commit_read_error
 
     commits = list_log(storage, 0).commits
     if not commits:
@@ -120,6 +121,9 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
             f"SELECT json_extract_string(json, '$.cdc.path') FROM read_ndjson_objects({files}) "
             "WHERE json_exists(json, '$.cdc')"
         ).fetchall()
+    except duckdb.Error as exc:
+        paths = [c.path for c in recent]
+        raise commit_read_error(exc, storage.join("_delta_log"), paths) from exc
     finally:
         con.close()
     return [unquote(str(p)) for (p,) in rows if p]

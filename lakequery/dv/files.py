@@ -26,7 +26,12 @@ from pyroaring import BitMap64
 
 from lakequery.dv.bitmap import deserialize
 from lakequery.dv.descriptor import Descriptor
-from lakequery.errors import DeletionVectorError, LakeQueryError, ObjectNotFoundError
+from lakequery.errors import (
+    DeletionVectorError,
+    LakeQueryError,
+    ObjectNotFoundError,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -117,6 +122,8 @@ def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor)
             record = storage.read_range(path, d.offset, d.size_in_bytes + 8)
     except ObjectNotFoundError as exc:
         raise DeletionVectorError(data_file, d.unique_id, f"DV file {path} is missing") from exc
+    except StorageError:
+        raise  # the store failed, the DV may be fine: callers retry StorageErrors
     except LakeQueryError as exc:
         raise DeletionVectorError(data_file, d.unique_id, f"cannot read {path}: {exc}") from exc
     return parse_dv_record(record, d, data_file=data_file)

@@ -27,10 +27,10 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lakequery.errors import LakeQueryError, StorageError
+from lakequery.errors import CorruptLogError, LakeQueryError, ObjectNotFoundError, StorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,6 +63,30 @@ def storage_failure(exc: BaseException, where: str, operation: str = "read") -> 
     if _client_cause(exc):  # botocore/aiohttp errors, or OSErrors s3fs made of them
         return StorageError(where, operation, f"{type(exc).__name__}: {text}"[:400])
     return None
+
+
+def log_storage_failure(
+    exc: BaseException, paths: Sequence[str], log_dir: str
+) -> StorageError | None:
+    """:func:`storage_failure` of a statement over the log files ``paths``: named by the
+    file when there is one, else by the error text or the log directory (naming the first
+    of several files would name one that may have been read fine)."""
+    return storage_failure(exc, paths[0] if len(paths) == 1 else log_dir)
+
+
+def commit_read_error(exc: BaseException, log_dir: str, paths: Sequence[str]) -> Exception:
+    """What a failed engine read of the commit files ``paths`` stands for: the store's
+    failure (:class:`StorageError`), a missing commit (:class:`ObjectNotFoundError`), or
+    a commit that does not parse (:class:`CorruptLogError` of ``log_dir``)."""
+    import duckdb
+
+    failure = log_storage_failure(exc, paths, log_dir)
+    if failure is not None:
+        return failure
+    if isinstance(exc, duckdb.IOException):
+        missing = next((p for p in paths if p.rsplit("/", 1)[-1] in str(exc)), paths[0])
+        return ObjectNotFoundError(missing, "read commit")
+    return CorruptLogError(log_dir, str(exc).splitlines()[0][:300])
 
 
 def raise_storage_failure(exc: BaseException, where: str, operation: str = "read") -> None:

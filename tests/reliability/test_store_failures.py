@@ -97,3 +97,77 @@ def test_data_file_write_failure_commits_nothing(proxied: ProxiedTable) -> None:
     snap = lq.DeltaTable(proxied.uri, storage_options=proxied.options).snapshot()
     assert snap.version == 1
     assert sorted(snap.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 4, 5]
+
+
+def _commit(version: int) -> str:
+    return rf"_delta_log/{version:020d}\.json$"
+
+
+def test_a_failed_commit_is_named_not_the_first_one(proxied: ProxiedTable) -> None:
+    _table(proxied)
+    lq.write(proxied.uri, pa.table({"id": [6]}), mode="append", storage_options=proxied.options)
+    _fail(proxied, "GET", _commit(2))
+    with pytest.raises(StorageError) as info:
+        lq.DeltaTable(proxied.uri, storage_options=proxied.with_retries(0)).snapshot()
+    assert not info.value.uri.endswith("00000000000000000000.json"), info.value.uri
+
+
+@pytest.mark.parametrize("what", ["changes", "stream", "history", "commit_info"])
+def test_commit_reads_beyond_replay_raise_storage_errors(
+    proxied: ProxiedTable, what: str
+) -> None:
+    """The change feed, streams, history and commit infos read commits too: a failed GET
+    is a StorageError there, not a corrupt log, a missing commit or a raw engine error."""
+    conf = {"delta.enableChangeDataFeed": "true"}
+    lq.write(
+        proxied.uri, pa.table({"id": [1, 2]}), configuration=conf, storage_options=proxied.options
+    )
+    lq.write(proxied.uri, pa.table({"id": [3]}), mode="append", storage_options=proxied.options)
+    dt = lq.DeltaTable(proxied.uri, storage_options=proxied.with_retries(0))
+    snap = dt.snapshot()
+    _fail(proxied, "GET", _commit(1))
+    with pytest.raises(StorageError) as info:
+        if what == "changes":
+            dt.changes(starting_version=0).to_arrow()
+        elif what == "stream":
+            list(dt.stream(starting_version=0))
+        elif what == "history":
+            dt.history()
+        else:
+            assert snap.commit_info is not None
+    assert not isinstance(info.value, (CorruptLogError, ObjectNotFoundError))
+
+
+def test_a_failed_deletion_vector_read_is_a_storage_error(proxied: ProxiedTable) -> None:
+    conf = {"delta.enableDeletionVectors": "true"}
+    data = pa.table({"id": list(range(3000))})
+    lq.write(proxied.uri, data, configuration=conf, storage_options=proxied.options)
+    dt = lq.DeltaTable(proxied.uri, storage_options=proxied.with_retries(0))
+    dt.delete("id % 7 = 0")  # a DV big enough for a file of its own
+    snap = dt.snapshot()
+    _fail(proxied, "GET", r"/deletion_vector_[^/]*\.bin$")
+    with pytest.raises(StorageError):
+        snap.scan().to_arrow()
+    proxied.proxy.quiet()
+    assert snap.scan().to_arrow().num_rows == 3000 - 429
+
+
+def test_vacuums_pass_over_recent_commits_raises_storage_errors(proxied: ProxiedTable) -> None:
+    """VACUUM of a change-data-feed table reads the commits inside the retention for the
+    change files they keep; the log itself loads from a checkpoint."""
+    import time
+
+    conf = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "false"}
+    data = pa.table({"id": list(range(100)), "v": list(range(100))})
+    lq.write(proxied.uri, data, configuration=conf, storage_options=proxied.options)
+    dt = lq.DeltaTable(proxied.uri, storage_options=proxied.with_retries(0))
+    dt.update("id < 10", set={"v": "v + 1"})  # removes a file, writes change data
+    time.sleep(2.5)
+    dt.update("id < 10", set={"v": "v + 1"})  # version 2: inside the retention below
+    dt.checkpoint()
+    _fail(proxied, "GET", _commit(2))
+    with pytest.raises(StorageError) as info:
+        lq.DeltaTable(proxied.uri, storage_options=proxied.with_retries(0)).vacuum(
+            retention_hours=2 / 3600, enforce_retention=False
+        )
+    assert info.value.uri.endswith(f"{2:020d}.json"), info.value.uri
