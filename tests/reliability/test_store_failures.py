@@ -113,9 +113,7 @@ def test_a_failed_commit_is_named_not_the_first_one(proxied: ProxiedTable) -> No
 
 
 @pytest.mark.parametrize("what", ["changes", "stream", "history", "commit_info"])
-def test_commit_reads_beyond_replay_raise_storage_errors(
-    proxied: ProxiedTable, what: str
-) -> None:
+def test_commit_reads_beyond_replay_raise_storage_errors(proxied: ProxiedTable, what: str) -> None:
     """The change feed, streams, history and commit infos read commits too: a failed GET
     is a StorageError there, not a corrupt log, a missing commit or a raw engine error."""
     conf = {"delta.enableChangeDataFeed": "true"}
