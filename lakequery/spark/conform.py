@@ -89,6 +89,32 @@ def spark_arrow_schema(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema)  # type: ignore[no-any-return]
 
 
+def refuse_variant_columns(schema: Any) -> None:
+    """Raises UnsupportedFeatureError when a Spark ``StructType`` to be written holds a
+    ``variant`` (at any depth): lakequery does not write variants (README, "Table
+    features"), and Arrow hands them over as a plain ``struct<value, metadata>`` that
+    would silently become the column's type."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    from lakequery.errors import UnsupportedFeatureError
+
+    def walk(t: Any, where: str) -> None:
+        if isinstance(t, VariantType):
+            raise UnsupportedFeatureError(
+                "variantType", operation="write", detail=f"column {where!r} is a variant"
+            )
+        if isinstance(t, StructType):
+            for f in t.fields:
+                walk(f.dataType, f"{where}.{f.name}" if where else f.name)
+        elif isinstance(t, ArrayType):
+            walk(t.elementType, f"{where}.element")
+        elif isinstance(t, MapType):
+            walk(t.keyType, f"{where}.key")
+            walk(t.valueType, f"{where}.value")
+
+    walk(schema, "")
+
+
 @cache
 def _takes_timezone() -> bool:
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -96,4 +122,4 @@ def _takes_timezone() -> bool:
     return "timezone" in inspect.signature(to_arrow_schema).parameters
 
 
-__all__ = ["conform_array", "conform_batch", "spark_arrow_schema"]
+__all__ = ["conform_array", "conform_batch", "refuse_variant_columns", "spark_arrow_schema"]

@@ -37,7 +37,7 @@ from lakequery.log_segment import load_state
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol
 from lakequery.snapshot import Snapshot
-from lakequery.spark.conform import spark_arrow_schema
+from lakequery.spark.conform import refuse_variant_columns, spark_arrow_schema
 from lakequery.spark.datasource_options import WriteOptions
 from lakequery.spark.writing import _nullable_field
 from lakequery.storage import open_storage
@@ -143,6 +143,7 @@ class PlannedWrite:
 def arrow_schema(schema: SparkStruct) -> pa.Schema:
     """The Arrow schema to plan a write of rows of ``schema`` with (every field nullable,
     as :func:`lakequery.spark.write` and Spark's Delta writer make a new table's)."""
+    refuse_variant_columns(schema)
     return pa.schema([_nullable_field(f) for f in spark_arrow_schema(schema)])
 
 

@@ -69,6 +69,9 @@ def arrow_schema_of(df: DataFrame, *, nullable: bool = False) -> pa.Schema:
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from lakequery.spark.conform import refuse_variant_columns
+
+    refuse_variant_columns(df.schema)
     tz = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
     try:
         schema: pa.Schema = to_arrow_schema(df.schema, timezone=tz)
@@ -101,19 +104,23 @@ def _nullable_type(t: Any) -> Any:
 
 
 def executor_function(
-    state: WriteState,
+    state: WriteState, *, names: Sequence[str] | None = None
 ) -> functools.partial[Iterator[pa.RecordBatch]]:
     """The picklable function to pass to ``df.mapInArrow(..., ADD_ACTION_DDL)``.
 
     Each call (one per Spark task) writes that task's rows as data files of the table
-    described by ``state`` and yields their ``add`` actions.
+    described by ``state`` and yields their ``add`` actions. ``names``: the columns'
+    real names, when the DataFrame was given placeholder ones (``mapInArrow`` resolves
+    every column by name, and reads ``a.b`` as field ``b`` of ``a``).
     """
-    return functools.partial(_write_partition, state=state)
+    return functools.partial(_write_partition, state=state, names=names)
 
 
 def _write_partition(
-    batches: Iterator[pa.RecordBatch], state: WriteState
+    batches: Iterator[pa.RecordBatch], state: WriteState, names: Sequence[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
+    if names is not None:
+        batches = (b.rename_columns(list(names)) for b in batches)
     yield from write_batches_to_arrow(batches, state)
 
 
@@ -192,7 +199,11 @@ def write(
     if plan.skipped or plan.state is None:
         return commit_write(plan, [])
     refuse_distributed(plan.state.identity, "lakequery.spark.write")
-    rows = df.mapInArrow(executor_function(plan.state), ADD_ACTION_DDL)
+    names: list[str] | None = None
+    if any("." in n or "`" in n for n in df.columns):  # see executor_function
+        names = list(df.columns)
+        df = df.toDF(*(f"_lq_column_{i}" for i in range(len(names))))
+    rows = df.mapInArrow(executor_function(plan.state, names=names), ADD_ACTION_DDL)
     return commit_write(plan, collect_add_actions(rows))
 
 

@@ -271,3 +271,23 @@ def test_timestamps_in_a_non_utc_session(spark: Any, tmp_path: Path) -> None:
     assert got.schema.field("ts").type.tz is not None
     assert rows(got.select(["id", "ts", "ntz"])) == expected
     assert deltalake_rows(uri, ["id", "ts", "ntz"]) == expected
+
+
+def test_dotted_column_names_and_variant_columns(spark: Any, tmp_path: Path) -> None:
+    """A column named ``a.b`` is written as it is (mapInArrow read it as field ``b`` of
+    ``a``); a variant column is refused, by the function and by the data source alike,
+    where it silently became a struct of two binaries."""
+    dotted = spark.sql("SELECT 1L AS `a.b`, 'x' AS `c``d`")
+    uri = str(tmp_path / "dotted")
+    lqs.write(dotted, uri)
+    assert lq.DeltaTable(uri).snapshot().scan().to_arrow().to_pylist() == [{"a.b": 1, "c`d": "x"}]
+    variant = spark.sql("""SELECT 1L AS id, named_struct('v', parse_json('{"a": 1}')) AS s""")
+    with pytest.raises(lq.UnsupportedFeatureError, match=r"variantType.*'s\.v'"):
+        lqs.write(variant, str(tmp_path / "v1"))
+    from lakequery.spark.datasource import register
+
+    register(spark)
+    with pytest.raises(Exception, match="variantType"):
+        variant.write.format("lakequery").mode("append").save(str(tmp_path / "v2"))
+    assert not (tmp_path / "v1" / "_delta_log").exists()
+    assert not (tmp_path / "v2" / "_delta_log").exists()
