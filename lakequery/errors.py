@@ -362,6 +362,11 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
         super().__init__(uri, operation, "no such object")
 
 
+class ShortReadError(StorageError):
+    """A range read returned fewer bytes than asked: the range ends past the object's end
+    (a reference to the object claims more than it holds)."""
+
+
 class InvalidPathError(LakeQueryError, ValueError):
     """A path in the log escapes the table root or is otherwise unusable."""
 

@@ -30,6 +30,7 @@ from lakequery.errors import (
     DeletionVectorError,
     LakeQueryError,
     ObjectNotFoundError,
+    ShortReadError,
     StorageError,
 )
 
@@ -122,6 +123,8 @@ def _load_one(storage: Storage | None, root: str, data_file: str, d: Descriptor)
             record = storage.read_range(path, d.offset, d.size_in_bytes + 8)
     except ObjectNotFoundError as exc:
         raise DeletionVectorError(data_file, d.unique_id, f"DV file {path} is missing") from exc
+    except ShortReadError as exc:  # the descriptor claims bytes the file does not hold
+        raise DeletionVectorError(data_file, d.unique_id, f"cannot read {path}: {exc}") from exc
     except StorageError:
         raise  # the store failed, the DV may be fine: callers retry StorageErrors
     except LakeQueryError as exc:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from lakequery.errors import LakeQueryError, ObjectNotFoundError, StorageError
+from lakequery.errors import LakeQueryError, ObjectNotFoundError, ShortReadError, StorageError
 from lakequery.storage import bridges
 
 if TYPE_CHECKING:
@@ -342,7 +342,7 @@ def _reason(exc: BaseException) -> str:
 
 def _check_range(path: str, offset: int, length: int, data: bytes) -> None:
     if len(data) != length:
-        raise StorageError(
+        raise ShortReadError(
             path,
             "read_range",
             f"requested {length} bytes at offset {offset}, got {len(data)} (past end of file)",
