@@ -12,6 +12,9 @@
 5. V2 sidecars (``_delta_log/_sidecars/``) that no remaining checkpoint references and that
    are more than a day old (a checkpoint being written may not reference its sidecars
    yet) are deleted. If a remaining checkpoint cannot be read, no sidecar is deleted.
+6. lakequery's own temporary files in ``_delta_log`` (a commit or ``_last_checkpoint``
+   written beside its final name, a checkpoint being written) older than ``cutoff`` are
+   deleted: what a writer killed mid-write left; a live writer's are seconds old.
 
 :class:`~lakequery.txn.Transaction` runs it after each automatic checkpoint unless
 ``delta.enableExpiredLogCleanup`` is false; :meth:`lakequery.DeltaTable.cleanup_log`
@@ -28,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import time
 from urllib.parse import unquote
 
@@ -44,6 +48,9 @@ from lakequery.protocol.properties import TableProperties, parse_bool
 from lakequery.storage import Storage
 
 _DAY_MS = 86_400_000
+#: Temporary names lakequery writes in ``_delta_log``: ``.<name>.<uuid>.tmp`` (local
+#: storage's write beside the final name) and ``.tmp-<uuid>.checkpoint.parquet``.
+_OWN_TEMP = re.compile(r"^\.(?:.+\.[0-9a-f]{32}\.tmp|tmp-[0-9a-f]{32}\.checkpoint\.parquet)$")
 
 
 def cleanup_enabled(configuration: dict[str, str]) -> bool:
@@ -112,17 +119,20 @@ def cleanup_expired_logs(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = ((now - retention) // _DAY_MS) * _DAY_MS
     infos = storage.list_from(log_dir(storage), "")
+    stale = tuple(i.path for i in infos if _OWN_TEMP.match(i.name) and i.modified_ms < cutoff)
+    for path in stale:
+        storage.delete(path)
     listing = build_listing((i.path, i.name, i.size, i.modified_ms) for i in infos)
     commits = listing.commits
     if not commits or not listing.checkpoints:
-        return LogCleanupResult(None, ())
+        return LogCleanupResult(None, stale)
     keep_from = _cutoff_checkpoint(storage, listing, props, cutoff)
     if keep_from is None or keep_from <= commits[0].version:
-        return LogCleanupResult(keep_from, ())
+        return LogCleanupResult(keep_from, stale)
     if protocol.supports("checkpointProtection"):
         protected = int(config.get("delta.requireCheckpointProtectionBeforeVersion") or 0)
         if protected > keep_from:
-            return LogCleanupResult(keep_from, ())
+            return LogCleanupResult(keep_from, stale)
     doomed: list[tuple[int, str]] = []
     for info in infos:
         name = classify(info.name)
@@ -138,7 +148,7 @@ def cleanup_expired_logs(
     sidecars = _unreferenced_sidecars(storage, listing, keep_from, now)
     for path in sidecars:
         storage.delete(path)
-    return LogCleanupResult(keep_from, tuple(p for _, p in doomed) + tuple(sidecars))
+    return LogCleanupResult(keep_from, stale + tuple(p for _, p in doomed) + tuple(sidecars))
 
 
 def _unreferenced_sidecars(

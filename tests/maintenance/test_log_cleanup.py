@@ -158,3 +158,28 @@ def test_a_negative_retention_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="must not be negative"):
         lq.DeltaTable(uri).cleanup_log(retention_hours=-48)
     assert _versions(uri, ".json") == list(range(5))
+
+
+def test_temporary_files_of_killed_writers_go_once_old(tmp_path: Path) -> None:
+    """A writer killed mid-write leaves its temporary file in ``_delta_log``; log cleanup
+    deletes lakequery's own ones once older than the retention, and nothing else."""
+    uri = str(tmp_path / "t")
+    _make(uri, 2)  # no checkpoint: nothing else is deleted
+    names = [
+        f".{5:020d}.json.{'a' * 32}.tmp",
+        f"._last_checkpoint.{'b' * 32}.tmp",
+        f".tmp-{'c' * 32}.checkpoint.parquet",
+    ]
+    old = time.time() - 40 * DAY_S
+    for name in names:
+        (_log(uri) / name).write_bytes(b"partial")
+        os.utime(_log(uri) / name, (old, old))
+    young = _log(uri) / f".{6:020d}.json.{'d' * 32}.tmp"
+    young.write_bytes(b"a writer at work")
+    foreign = _log(uri) / ".someone-elses.tmp"
+    foreign.write_bytes(b"")
+    os.utime(foreign, (old, old))
+    deleted = lq.DeltaTable(uri).cleanup_log().files_deleted
+    assert sorted(Path(p).name for p in deleted) == sorted(names)
+    assert young.exists() and foreign.exists()
+    assert _versions(uri, ".json") == [0, 1]
