@@ -347,5 +347,5 @@ def stream_cmd(
             else:
                 title = f"versions {batch.start_version}..{batch.end_version}"
                 emit_arrow(False, data, title=title)
-    except KeyboardInterrupt:
-        return
+    except KeyboardInterrupt:  # Ctrl-C ends a followed stream: the shell's 128 + SIGINT
+        raise SystemExit(130) from None

@@ -39,8 +39,9 @@ class StreamOffset:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def parse(cls, value: StreamOffset | str | dict[str, Any]) -> StreamOffset:
-        """An offset from what :meth:`to_json` wrote (or its dict, or an offset)."""
+    def parse(cls, value: StreamOffset | str | dict[str, Any], uri: str = "") -> StreamOffset:
+        """An offset from what :meth:`to_json` wrote (or its dict, or an offset); errors
+        name the table ``uri`` it was meant for."""
         if isinstance(value, StreamOffset):
             return value
         try:
@@ -52,7 +53,7 @@ class StreamOffset:
                 table_id=str(doc["table_id"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise StreamError("", f"not a stream offset: {value!r} ({exc})") from exc
+            raise StreamError(uri, f"not a stream offset: {value!r} ({exc})") from exc
 
 
 __all__ = ["StreamOffset"]

@@ -407,10 +407,10 @@ def stream(
         skip_change_commits,
         read_change_feed,
     )
-    offset = StreamOffset.parse(starting_offset) if starting_offset is not None else None
+    offset = StreamOffset.parse(starting_offset, uri) if starting_offset is not None else None
     if starting_timestamp is not None:
         starting_version = cdf._resolve_range(dt, None, None, starting_timestamp, None).start
-    until = StreamOffset.parse(ending_offset) if ending_offset is not None else None
+    until = StreamOffset.parse(ending_offset, uri) if ending_offset is not None else None
     if until is not None and follow:
         raise StreamError(uri, "ending_offset and follow=True exclude each other")
     return _run(dt, opts, starting_version, offset, until, follow, poll_interval)

@@ -333,3 +333,23 @@ def test_vacuum_retention_beyond_the_epoch_keeps_everything(table: str) -> None:
         assert run_json("vacuum", table, "--retention-hours", hours)["files"] == []
     bad = run("vacuum", table, "--retention-hours", "nan", check=False)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_ctrl_c_ends_a_followed_stream_with_the_interrupt_status(tmp_path: Path) -> None:
+    import signal
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"x": [1]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lakequery.cli", "--json", "stream", uri, "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert json.loads(proc.stdout.readline()) == {"x": 1}  # the stream is running
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
+    bad = run("stream", uri, "--offset", "garbage", check=False)
+    assert bad.returncode != 0 and repr(uri) in bad.stderr  # names the table
