@@ -311,8 +311,8 @@ class _Stream:
             v for v in commits.versions if v >= after.version and (last_ok is None or v <= last_ok)
         ]
         # data files and bytes per version (the range's versions are contiguous)
-        first = commits.versions[0]
-        at = int_values(commits.adds.column("version")) - first
+        base = commits.versions[0]
+        at = int_values(commits.adds.column("version")) - base
         sizes = int_values(pc.fill_null(commits.adds.column("size"), int64_scalar(0)))
         files_in = np.bincount(at, minlength=len(commits.versions))
         bytes_in = np.bincount(at, weights=sizes, minlength=len(commits.versions))
@@ -320,7 +320,7 @@ class _Stream:
         while lo < len(todo):
             hi, files, nbytes = lo, 0, 0
             while hi < len(todo):
-                n, b = int(files_in[todo[hi] - first]), int(bytes_in[todo[hi] - first])
+                n, b = int(files_in[todo[hi] - base]), int(bytes_in[todo[hi] - base])
                 over = (max_files is not None and files + n > max_files) or (
                     max_bytes is not None and nbytes + b > max_bytes
                 )

@@ -252,6 +252,18 @@ def test_a_change_feed_stream_keeps_the_byte_limit(table: str) -> None:
     assert [(b.start_version, b.end_version) for b in one] == [(1, 3)]
 
 
+def test_a_change_feed_stream_counts_each_commits_own_files(table: str) -> None:
+    """Whole commits per batch, cut before the commit whose files pass the limit (a commit
+    of more files than the limit alone), in every batch, not only the first two."""
+    for n in (1, 1, 1, 1, 4, 1, 1):  # versions 1..7; version 5 writes 4 files
+        data = pa.table({"id": pa.array(range(n), pa.int64())})
+        lq.write(table, data, mode="append", target_file_size=1)
+    dt = lq.DeltaTable(table)
+    batches = dt.stream(starting_version=1, read_change_feed=True, max_files_per_batch=2)
+    got = [(b.start_version, b.end_version) for b in batches]
+    assert got == [(1, 2), (3, 4), (5, 5), (6, 7)]
+
+
 def test_arguments_and_offsets_are_checked(table: str, tmp_path: Path) -> None:
     dt = lq.DeltaTable(table)
     with pytest.raises(lq.StreamError, match="max_files_per_batch"):
