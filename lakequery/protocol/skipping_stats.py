@@ -90,7 +90,7 @@ def _widened_decimal(bound: str, t: pa.DataType, side: str) -> str:
     units = f"(ceil(abs(CAST({bound} AS DOUBLE)) * 1e-15 * {10**scale}) + 1)"  # of the scale
     slack = f"CAST({units} / {10**scale} AS {wide})"  # an integer of units: rounds back exact
     moved = f"CAST({bound} AS {wide}) {'-' if side == 'minValues' else '+'} {slack}"
-    return f"TRY_CAST({moved} AS {duckdb_type(t)})"
+    return f"TRY(CAST({moved} AS {duckdb_type(t)}))"  # TRY: the addition may overflow too
 
 
 def _text_to_domain(text: str, t: pa.DataType, side: str = "") -> str:

@@ -285,6 +285,11 @@ def test_dates_and_exact_decimals() -> None:
     rounded = big[: big.index(".") - 3] + "000"  # what a double keeps of it
     lossy = pa.table({"stats": [files["stats"][0].as_py().replace(big, rounded)]})
     assert mask(lossy, f"dec = {big}") == [True]
+    # a bound at the type's limit cannot move outwards: unknown, not an overflow error
+    top = "9" * 20 + "." + "9" * 18
+    edge = pa.table({"stats": [files["stats"][0].as_py().replace(big, top)]})
+    assert mask(edge, "dec = 1") == [not exact]  # below the (widened) minimum
+    assert mask(edge, f"dec = {top}") == [True]
 
 
 def test_null_counts_with_loose_bounds() -> None:
