@@ -118,6 +118,14 @@ def latest_state(storage: Storage, known: TableState | None = None) -> TableStat
     return state
 
 
+def still_listed(storage: Storage, state: TableState) -> bool:
+    """Whether the log still holds the file ``state`` was replayed up to, as it was (one
+    LIST from its version): False once the table was replaced, or its log cleaned up
+    past it."""
+    segment = state.segment
+    return segment is not None and _same_base(list_log(storage, state.version), segment)
+
+
 def update_state(
     storage: Storage, state: TableState, con: duckdb.DuckDBPyConnection | None = None
 ) -> TableState:
@@ -130,7 +138,7 @@ def update_state(
     segment = state.segment
     if segment is None or not state.files.num_columns or state.raw_txns is None:
         return load_state(storage, None, con)  # synthetic or metadata-only: no base
-    listing = list_log(storage, state.version)
+    listing = list_log(storage, state.version)  # (still_listed's test, on this listing)
     if not _same_base(listing, segment):
         # the state's last file is gone or changed (log cleanup, a replaced table)
         return load_state(storage, None, con)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakequery.errors import VersionNotFoundError
 from lakequery.log_segment import TableState, list_log, load_state
-from lakequery.log_update import latest_state
+from lakequery.log_update import latest_state, still_listed
 from lakequery.protocol.log_files import earliest_version
 from lakequery.protocol.properties import TableProperties
 from lakequery.snapshot import Snapshot
@@ -186,12 +186,15 @@ class DeltaTable:
             version = self.version_as_of(as_of)
         if version is None:
             return self._latest_snapshot()
-        if self._latest is not None and self._latest.version == version:
-            # the kept snapshot is that version only while its log is the one listed (the
-            # table may have been dropped and recreated since): one LIST says so
-            latest = self._latest_snapshot()
-            if latest.version == version:
-                return latest
+        known = self._latest
+        # the kept snapshot is that version only while its log is the one listed (the
+        # table may have been dropped and recreated since): one LIST says so
+        if (
+            known is not None
+            and known.version == version
+            and still_listed(self.storage, known._state)
+        ):
+            return known
         return Snapshot(self.storage, load_state(self.storage, version))
 
     @property

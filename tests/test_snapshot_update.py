@@ -378,6 +378,18 @@ def test_a_version_asked_of_a_replaced_table_is_the_new_tables(tmp_path: Path) -
     assert_same(again, fresh(uri, kept.version))
 
 
+def test_the_kept_version_is_served_while_its_log_stands(tmp_path: Path) -> None:
+    """Asking for the kept snapshot's version after others committed replays nothing:
+    its commit is still listed as it was."""
+    uri = _table(tmp_path, 2)
+    dt = lq.DeltaTable(uri)
+    kept = dt.snapshot()
+    lq.write(uri, pa.table({"id": [99]}), mode="append")  # another writer
+    assert dt.snapshot(version=kept.version) is kept
+    assert dt.snapshot(version=kept.version) is kept
+    assert dt.snapshot().version == kept.version + 1
+
+
 def test_time_travel_snapshots_are_not_cached_as_latest(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     dt = lq.DeltaTable(uri)
