@@ -86,7 +86,7 @@ from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.replay import key_sql
+from lakequery.protocol.replay import key_sql, misread_line_sql
 from lakequery.protocol.sql_spelling import string_list
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
@@ -288,17 +288,31 @@ def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: lis
     version, add, remove, cdc structs and raw metaData/protocol JSON)."""
     storage.register_duckdb(con)
     paths = string_list([storage.duckdb_path(c.path) for c in commits])
+    other = "CASE WHEN add IS NULL AND remove IS NULL AND cdc IS NULL THEN json END"
+    unreadable = (
+        f"{misread_line_sql(other, ('add', 'remove', 'cdc'))} OR (add IS NOT NULL AND "
+        "add.path IS NULL) OR (remove IS NOT NULL AND remove.path IS NULL) OR "
+        "(cdc IS NOT NULL AND cdc.path IS NULL)"
+    )
     sql = (
         f"CREATE OR REPLACE TEMP TABLE {_ACTIONS} AS "
         "SELECT CAST(left(right(filename, 25), 20) AS BIGINT) AS version, add, remove, cdc, "
-        'CAST("metaData" AS VARCHAR) AS meta, CAST(protocol AS VARCHAR) AS proto FROM ('
-        f"SELECT unnest(from_json(json, {_lit(_LINE_STRUCTURE)})), filename "
+        'CAST("metaData" AS VARCHAR) AS meta, CAST(protocol AS VARCHAR) AS proto, '
+        f"{unreadable} AS unreadable FROM ("
+        f"SELECT unnest(from_json(json, {_lit(_LINE_STRUCTURE)})), json, filename "
         f"FROM read_ndjson_objects({paths}, filename=true))"
     )
     try:
         con.execute(sql)
+        ((bad,),) = con.execute(f"SELECT min(version) FROM {_ACTIONS} WHERE unreadable").fetchall()
     except duckdb.Error as exc:
         raise commit_read_error(exc, storage.join("_delta_log"), [c.path for c in commits]) from exc
+    if bad is not None:  # as replay refuses it (misread_line_sql)
+        raise CorruptLogError(
+            storage.join("_delta_log", f"{int(bad):020d}.json"),
+            "a line that is not a well-formed action (a file action without a path, or of "
+            "the wrong shape)",
+        )
 
 
 def _lit(text: str) -> str:

@@ -157,14 +157,13 @@ def _stream_to_arrow(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     return table
 
 
-#: A commit line the parse could not make a file action of, though it names one: its
-#: JSON is no object, or its ``add``/``remove`` has the wrong shape (the parse makes a
-#: value of the wrong type NULL, and the line would pass as an action replay ignores).
-_MISREAD_LINE = (
-    "other IS NOT NULL AND (json_type(other) <> 'OBJECT' "
-    "OR coalesce(json_type(other, '$.add'), 'NULL') <> 'NULL' "
-    "OR coalesce(json_type(other, '$.remove'), 'NULL') <> 'NULL')"
-)
+def misread_line_sql(other: str, actions: tuple[str, ...] = ("add", "remove")) -> str:
+    """SQL: the raw commit line ``other`` (NULL when the parse found a file action in it)
+    names one of ``actions`` the parse could not read, or is no JSON object. The parse
+    makes a value of the wrong type NULL, so such a line would pass for an action replay
+    ignores: a damaged remove would leave its file live."""
+    named = " ".join(f"OR coalesce(json_type({other}, '$.{a}'), 'NULL') <> 'NULL'" for a in actions)
+    return f"({other} IS NOT NULL AND (json_type({other}) <> 'OBJECT' {named}))"
 
 
 def _refuse_unreadable_file_actions(
@@ -172,12 +171,12 @@ def _refuse_unreadable_file_actions(
 ) -> None:
     """Raises CorruptLogError naming the first commit with a file action replay cannot
     key: without a path (the parse makes a path of the wrong type NULL too), or not
-    parsed at all (:data:`_MISREAD_LINE`). Either would drop out of replay silently: an
+    parsed at all (:func:`misread_line_sql`). Either would drop out of replay silently: an
     add's file would vanish, a remove's file would stay live."""
     ((pathless_add, pathless_remove, misread),) = con.execute(
         "SELECT min(version) FILTER (WHERE h IS NULL AND is_add = 1), "
         "min(version) FILTER (WHERE h IS NULL AND is_add = 0 AND other IS NULL), "
-        f"min(version) FILTER (WHERE {_MISREAD_LINE}) FROM {commit_keys}"
+        f"min(version) FILTER (WHERE {misread_line_sql('other')}) FROM {commit_keys}"
     ).fetchall()
     for version, what in (
         (pathless_add, "an add action without a path"),

@@ -469,3 +469,6 @@ def test_a_misshapen_file_action_is_refused_not_skipped(
     got = lakequery_rows(Path(uri))
     assert isinstance(got, lq.CorruptLogError), got
     assert commit.name in str(got)
+    # streams read the commits with the change feed's parse: refused alike
+    with pytest.raises(lq.CorruptLogError, match=commit.name):
+        list(lq.DeltaTable(uri).stream(starting_version=1))
