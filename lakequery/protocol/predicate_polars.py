@@ -23,6 +23,7 @@ from lakequery.protocol.predicate_ast import (
     Or,
 )
 from lakequery.protocol.predicate_types import (
+    exact_scale,
     infer_literal_type,
     infer_type,
     integer_arith,
@@ -94,6 +95,11 @@ class _Renderer:
             if integer_arith(e):  # exact, as in DuckDB: Int64 would wrap, and Polars then
                 # skips row groups by the wrapped bounds of their statistics
                 x, y = x.cast(pl.Int128), y.cast(pl.Int128)
+            t, scales = infer_type(e), (exact_scale(e.left), exact_scale(e.right))
+            if e.op == "*" and t is not None and pa.types.is_decimal(t) and None not in scales:
+                # Polars rounds a product to the larger scale (1.25 * 3.0001 = 3.7501);
+                # the left operand at the sum of both keeps it exact, as DuckDB does
+                x = x.cast(pl.Decimal(38, sum(s for s in scales if s is not None)))
             if e.op == "+":
                 return x + y
             if e.op == "-":

@@ -30,6 +30,7 @@ from lakequery.protocol.predicate_ast import (
     Or,
 )
 from lakequery.protocol.predicate_types import (
+    exact_scale,
     infer_literal_type,
     infer_type,
     integer_arith,
@@ -115,27 +116,6 @@ def _nan_compare(
     return _ite(nx, ny if ny is not None else _FALSE, _ite(ny, _TRUE, plain))  # <=
 
 
-def _scale(e: Expr) -> int | None:
-    """The scale Arrow gives ``e`` when it is an exact number (a decimal, or an integer:
-    0), else None. Products add their operands' scales, sums keep the larger."""
-    if isinstance(e, Arith):
-        if e.op == "/":
-            return None
-        a, b = _scale(e.left), _scale(e.right)
-        if a is None or b is None:
-            return None
-        return a + b if e.op == "*" else max(a, b)
-    if isinstance(e, Literal) and isinstance(e.value, Decimal):
-        exponent = e.value.as_tuple().exponent
-        return max(0, -exponent) if isinstance(exponent, int) else None
-    t = infer_type(e)
-    if t is None:
-        return None
-    if pa.types.is_decimal(t):
-        return int(t.scale)
-    return 0 if pa.types.is_integer(t) else None
-
-
 def _decimal_scale(left: Expr, right: Expr) -> int | None:
     """The scale both sides of a comparison are cast to when one holds decimal
     arithmetic (Arrow's common type of, say, decimal(21,4) and decimal(38,2) needs 40
@@ -143,7 +123,7 @@ def _decimal_scale(left: Expr, right: Expr) -> int | None:
     types = [infer_type(s) for s in (left, right) if isinstance(s, Arith)]
     if not any(t is not None and pa.types.is_decimal(t) for t in types):
         return None
-    scales = [_scale(left), _scale(right)]
+    scales = [exact_scale(left), exact_scale(right)]
     return None if None in scales else max(s for s in scales if s is not None)
 
 
@@ -187,26 +167,34 @@ class _Renderer:
         return pc.invert(result) if e.negated else result
 
     def operand(self, e: Expr, arith: Arith) -> pc.Expression:
-        """An operand of ``arith``; in decimal arithmetic a literal takes the narrowest
-        decimal type of its value (bound as decimal(38, s), it made Arrow's result type
-        need more than 38 digits)."""
+        """An operand of ``arith``. Decimal arithmetic runs in ``decimal256`` (Arrow's
+        decimal128 results stop at 38 digits: a product of two decimal(20, 2) needs 41)
+        with each operand at its own precision; a literal at the narrowest of its value
+        (bound as decimal(38, s), it would widen every result)."""
         t = infer_type(arith)
-        exact = isinstance(e, Literal) and type(e.value) in (int, Decimal)
-        if exact and t is not None and pa.types.is_decimal(t):
-            assert isinstance(e, Literal)
+        if t is None or not pa.types.is_decimal(t) or arith.op == "/":
+            return self.render(e)
+        if isinstance(e, Literal) and type(e.value) in (int, Decimal):
             value = Decimal(e.value)
             _, digits, exponent = value.as_tuple()
             if isinstance(exponent, int):
                 scale = max(0, -exponent)
                 precision = max(len(digits), scale, 1)
-                return scalar_expression(pa.scalar(value, pa.decimal128(precision, scale)))
+                return scalar_expression(pa.scalar(value, pa.decimal256(precision, scale)))
+        own = infer_type(e)
+        if isinstance(e, Arith) or own is None:
+            return self.render(e)  # an inner product or sum is decimal256 already
+        if pa.types.is_decimal(own):
+            return self.render(e).cast(pa.decimal256(own.precision, own.scale))
+        if pa.types.is_integer(own):
+            return self.render(e).cast(pa.decimal256(20, 0))
         return self.render(e)
 
     def compare(self, op: str, left: Expr, right: Expr) -> pc.Expression:
         x, y = self.render(left), self.render(right)
         scale = _decimal_scale(left, right)
-        if scale is not None:  # one exact type: Arrow finds none above 38 digits itself
-            common = pa.decimal128(38, scale)
+        if scale is not None:  # one exact type (see operand): Arrow finds none by itself
+            common = pa.decimal256(76, scale)
             x, y = x.cast(common), y.cast(common)
         if not (_may_be_nan(left) or _may_be_nan(right)):
             return _PLAIN[op](x, y)

@@ -323,11 +323,35 @@ def _arith_type(op: str, a: pa.DataType | None, b: pa.DataType | None) -> pa.Dat
             return a
         return _FLOAT64
     if "decimal" in (ca, cb):
-        scale = max(decimal_params(t)[1] for t in (a, b) if pat.is_decimal(t))
-        return pa.decimal128(38, scale)
+        scales = [decimal_params(t)[1] if pat.is_decimal(t) else 0 for t in (a, b)]
+        # a product has its operands' scales added (DuckDB's and Arrow's rule), a sum the
+        # larger: a literal compared with it is typed at that scale, never rounded to less
+        scale = sum(scales) if op == "*" else max(scales)
+        return pa.decimal128(38, min(scale, 38))
     if ca == "int" and cb == "int":
         return _INT64
     return a if cb == "null" else b
+
+
+def exact_scale(e: Expr) -> int | None:
+    """The scale Arrow gives ``e`` when it is an exact number (a decimal, or an integer:
+    0), else None. Products add their operands' scales, sums keep the larger."""
+    if isinstance(e, Arith):
+        if e.op == "/":
+            return None
+        a, b = exact_scale(e.left), exact_scale(e.right)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "*" else max(a, b)
+    if isinstance(e, Literal) and isinstance(e.value, Decimal):
+        exponent = e.value.as_tuple().exponent
+        return max(0, -exponent) if isinstance(exponent, int) else None
+    t = infer_type(e)
+    if t is None:
+        return None
+    if pa.types.is_decimal(t):
+        return int(t.scale)
+    return 0 if pa.types.is_integer(t) else None
 
 
 def infer_type(expr: Expr) -> pa.DataType | None:

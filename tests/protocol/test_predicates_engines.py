@@ -249,6 +249,9 @@ EXACT = pa.table(
     {
         "dec": pa.array([Decimal("0.10"), Decimal("1.10"), None], pa.decimal128(10, 2)),
         "x": [1, 2, 3],
+        "a": pa.array([Decimal("1.25"), Decimal("2.50"), Decimal("100.00")], pa.decimal128(20, 2)),
+        "b": pa.array([Decimal("3.0001"), Decimal("1"), Decimal("0.5")], pa.decimal128(21, 4)),
+        "big": pa.array([Decimal("1" * 38), Decimal(5), Decimal(-7)], pa.decimal128(38, 0)),
         "__rid": [0, 1, 2],
     }
 )
@@ -261,6 +264,10 @@ EXACT = pa.table(
         ("dec * dec > 1", [1]),
         ("dec * 3 + 1 = 4.3", [1]),
         ("dec - 0.05 < 0.1", [0]),
+        ("a * b = 3.750125", [0]),  # the product's scale is the sum of both (4 + 2)
+        ("a * b > 3", [0, 2]),  # 41 digits: beyond Arrow's decimal128
+        ("a * b * a > 1", [0, 1, 2]),
+        ("big * 2 > 1", [0, 1]),
         ("x = 1 OR NULL", [0]),  # an untyped NULL operand of AND / OR / NOT
         ("NOT (x = 1 AND NULL)", [1, 2]),
         ("NULL OR NULL", []),
