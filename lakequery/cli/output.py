@@ -99,15 +99,35 @@ def print_rows(
 
 def _python_values(column: pa.ChunkedArray[Any]) -> list[Any]:
     """A column's values as Python objects; a column holding a value Python's types
-    cannot (a date after year 9999, DuckDB's infinite dates) as Arrow's text of it."""
+    cannot (a date after year 9999, DuckDB's infinite dates), at any depth, with its
+    dates and times as Arrow's text of them."""
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        text: list[Any] = pc.cast(column, pa.string()).to_pylist()
+        as_text: Any = column.cast(_times_as_text(column.type))
+        text: list[Any] = as_text.to_pylist()
         return text
+
+
+def _times_as_text(t: pa.DataType) -> pa.DataType:
+    import pyarrow as pa
+
+    from lakequery.protocol.arrow_types import with_children
+
+    if pa.types.is_temporal(t):
+        return pa.string()
+    return with_children(t, lambda f: f.with_type(_times_as_text(f.type)))
+
+
+def _shown_values(column: pa.ChunkedArray[Any]) -> list[Any]:
+    """A column's values for the table view: ``float`` (32-bit) values in their own
+    shortest text (as Python floats, 0.1 would show as 0.10000000149011612)."""
+    import pyarrow as pa
+
+    if pa.types.is_float32(column.type):
+        shown: list[Any] = column.cast(pa.string()).to_pylist()
+        return shown
+    return _python_values(column)
 
 
 def unique_names(names: Sequence[str]) -> list[str]:
@@ -134,7 +154,7 @@ def arrow_records(data: pa.Table) -> list[dict[str, Any]]:
 def print_arrow(data: pa.Table, *, title: str | None = None) -> None:
     """An Arrow table's rows."""
     columns = data.column_names
-    values = [_python_values(c) for c in data.columns]
+    values = [_shown_values(c) for c in data.columns]
     print_rows(columns, zip(*values, strict=True), title=title)
     if data.num_rows == 0:
         console().print("(no rows)")

@@ -322,6 +322,9 @@ def test_sql_output_keeps_every_column_and_value(tmp_path: Path) -> None:
     assert floats == [{"n": "NaN", "i": "Infinity", "h": 0.5}]
     shown = run("sql", "SELECT 1234567.89::DOUBLE AS amount, DATE '9999-12-31' + 1 AS d").stdout
     assert "1234567.89" in shown and "10000-01-01" in shown
+    assert "0.1 " in run("sql", "SELECT 0.1::FLOAT AS f").stdout  # not 0.10000000149011612
+    nested = run_json("sql", "SELECT {'d': DATE '9999-12-31' + 1} AS s, [DATE '1-01-01'] AS l")
+    assert nested == [{"s": {"d": "10000-01-01"}, "l": ["0001-01-01"]}]
     for name in ("con", "query"):
         assert run_json("sql", f"SELECT count(*) AS n FROM {name}", "-t", f"{name}={uri}") == [
             {"n": 2}
