@@ -849,6 +849,19 @@ def test_nan_rows_of_files_whose_footers_leave_nan_out(tmp_path: Path, flt: str)
     assert scan.to_polars().collect().height == 1
 
 
+def test_arrow_pushdown_keeps_the_conjuncts_without_floating_point(tmp_path: Path) -> None:
+    from lakequery.engines.arrow import _Reader
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1, 2], "x": [1.0, float("nan")], "s": ["a", "b"]}))
+    snap = lq.DeltaTable(uri).snapshot()
+    reader = _Reader(snap.scan(filter="id > 1 AND x = 'NaN' AND s = 'b'"))
+    assert reader.pushdown is not None
+    assert str(reader.pushdown) == '((id > 1) and (s == "b"))'  # not the float column x
+    assert _Reader(snap.scan(filter="x > 0")).pushdown is None
+    assert snap.scan(filter="id > 1 AND x = 'NaN' AND s = 'b'").to_arrow().num_rows == 1
+
+
 @pytest.mark.parametrize(
     ("flt", "ids"),
     [("s.a IN (1, NULL)", [1]), ("s.a NOT IN (1, NULL)", []), ("s.a IN (NULL)", [])],

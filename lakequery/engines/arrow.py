@@ -93,17 +93,24 @@ class _Reader:
         self.filter: pc.Expression | None = None
         self.pushdown: pc.Expression | None = None
         if scan.filter is not None:  # the predicate language is loaded by filtered reads only
-            from lakequery.protocol.predicates import referenced_columns, to_pyarrow
+            from lakequery.protocol.predicates import And, referenced_columns, to_pyarrow
 
-            self.filter = to_pyarrow(scan.filter)
-            # only a filter over columns stored in every file can go into the dataset scan,
-            # and none over floating-point ones: pyarrow skips row groups by footer
-            # min/max, which leave NaN out (Parquet's rule; other writers' files have
-            # them), so `x = 'NaN'` would lose the rows DuckDB and Polars return
-            used = {p[0] for p in referenced_columns(scan.filter)}
-            stored = self.mode == "none" and used <= set(self.phys.names)
-            if stored and not any(_has_floating(self.phys.field(n).type) for n in used):
-                self.pushdown = self.filter
+            self.filter = to_pyarrow(scan.filter)  # applied to every batch read
+
+            # Into the dataset scan go the conjuncts over columns every file stores, and
+            # none over floating-point ones: pyarrow skips row groups by footer min/max,
+            # which leave NaN out (Parquet's rule; other writers' files have them), so
+            # `x = 'NaN'` would lose the rows DuckDB and Polars return.
+            def pushable(e: Any) -> bool:
+                used = {p[0] for p in referenced_columns(e)}
+                if not used <= set(self.phys.names):
+                    return False
+                return not any(_has_floating(self.phys.field(n).type) for n in used)
+
+            conjuncts = scan.filter.items if isinstance(scan.filter, And) else (scan.filter,)
+            pushed = [c for c in conjuncts if pushable(c)] if self.mode == "none" else []
+            if pushed:
+                self.pushdown = to_pyarrow(pushed[0] if len(pushed) == 1 else And(tuple(pushed)))
         self.fs, self.to_fs = snap.storage.arrow_filesystem()
         self.groups = file_groups(self.plan, [s.name for s in self.specs if s.partition])
         self.deleted = deleted_rows(self.plan, snap.storage)
