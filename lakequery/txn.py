@@ -390,13 +390,19 @@ class Transaction:
         info: dict[str, Any] = {"timestamp": now}
         if self._ict_on():
             floor = max(self._previous_ict() or 0, self._prev_commit_ms or 0)
-            ict = max(now, floor + 1)
-            info = {"inCommitTimestamp": ict, "timestamp": now}
             was_on = (
                 self.snapshot is not None
                 and TableProperties(self.snapshot.metadata.configuration).in_commit_timestamps
             )
-            if meta is not None and version > 0 and not was_on:
+            enabling = meta is not None and version > 0 and not was_on
+            if enabling and self.snapshot is not None and self.snapshot.timestamp is not None:
+                # above the previous commit's time as time travel reads it (its file's
+                # time: the store's clock, which may run ahead of this one; digest §14)
+                floor = max(floor, int(self.snapshot.timestamp.timestamp() * 1000))
+            ict = max(now, floor + 1)
+            info = {"inCommitTimestamp": ict, "timestamp": now}
+            if enabling:
+                assert meta is not None
                 config = dict(meta.configuration)
                 config["delta.inCommitTimestampEnablementVersion"] = str(version)
                 config["delta.inCommitTimestampEnablementTimestamp"] = str(ict)
@@ -422,8 +428,8 @@ class Transaction:
             info["readVersion"] = self.read_version
         if self.user_metadata is not None:
             info["userMetadata"] = self.user_metadata
-        if self.tags:
-            info["tags"] = dict(self.tags)
+        if self.tags:  # beside the row-tracking tags, not instead of them
+            info["tags"] = {**info.get("tags", {}), **self.tags}
         actions: list[dict[str, Any]] = [{"commitInfo": info}]
         if self._new_protocol is not None:
             actions.append({"protocol": self._new_protocol.to_action()})

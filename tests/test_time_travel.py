@@ -231,3 +231,29 @@ def test_time_travel_snapshots_are_independent(tmp_path: Path) -> None:
     assert ids(old) == [1]
     assert ids(new) == [1, 2]
     assert ids(table.snapshot()) == [1, 2, 99]
+
+
+def test_enabling_in_commit_timestamps_after_a_commit_from_a_clock_ahead(
+    tmp_path: Path,
+) -> None:
+    """The enabling commit's timestamp is above the previous commit's time as time travel
+    reads it (its file's time, from a store whose clock may run ahead): commit times stay
+    increasing and a time after the enabling commit finds it."""
+    import json
+    import os
+    import time
+
+    uri = str(tmp_path / "t")
+    for i in range(3):
+        lq.write(uri, pa.table({"x": [i]}), mode="append")
+    ahead = time.time() + 60
+    os.utime(Path(uri) / "_delta_log" / f"{2:020d}.json", (ahead, ahead))
+    table = lq.DeltaTable(uri)
+    version = table.alter.set_properties({"delta.enableInCommitTimestamps": "true"}).version
+    first = (Path(uri) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()[0]
+    ict = json.loads(first)["commitInfo"]["inCommitTimestamp"]
+    assert ict > int(ahead * 1000)
+    times = [e.timestamp for e in reversed(table.history())]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    later = table.history()[0].timestamp + dt.timedelta(seconds=1)
+    assert table.version_as_of(later) == version

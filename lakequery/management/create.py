@@ -84,6 +84,29 @@ def _parameters(metadata: Metadata) -> dict[str, Any]:
     }
 
 
+#: Where in-commit timestamps were turned on (digest §14): versions before it are read by
+#: their files' times.
+_ICT_ENABLEMENT = (
+    "delta.inCommitTimestampEnablementVersion",
+    "delta.inCommitTimestampEnablementTimestamp",
+)
+
+
+def _with_ict_enablement(new: Metadata, old: Metadata) -> Metadata:
+    """``new`` (a replacing table's metadata) with ``old``'s in-commit timestamp
+    enablement, when both have them on: the versions before it still have none."""
+    if not (
+        TableProperties(old.configuration).in_commit_timestamps
+        and TableProperties(new.configuration).in_commit_timestamps
+    ):
+        return new
+    config = dict(new.configuration)
+    for key in _ICT_ENABLEMENT:
+        if key in old.configuration:
+            config.setdefault(key, old.configuration[key])
+    return replace(new, configuration=config)
+
+
 def create_table(
     uri: TableLocation,
     schema: Any,
@@ -142,7 +165,8 @@ def create_table(
             raise AppendOnlyError(storage.root, _OPERATIONS[mode])
         if clustering is None:
             _unclustered(existing, txn, partition_by or ())
-        txn.set_metadata(replace(metadata, id=old.id, created_time=old.created_time))
+        kept = replace(metadata, id=old.id, created_time=old.created_time)
+        txn.set_metadata(_with_ict_enablement(kept, old))
         needed = table_features_in_use(metadata.schema, {**metadata.configuration, **pseudo})
         if clustering is not None:
             needed |= set(clustering.features)

@@ -170,6 +170,26 @@ def test_modes(uri: str) -> None:
     assert lq.DeltaTable(uri).snapshot(version=1).scan().to_arrow().num_rows == 1
 
 
+def test_replace_keeps_where_in_commit_timestamps_began(uri: str) -> None:
+    """Versions before the enablement have no in-commit timestamp: a replacing table that
+    keeps them on keeps the enablement version and time, or readers would look for one."""
+    lq.DeltaTable.create(uri, SCHEMA)
+    ict = {"delta.enableInCommitTimestamps": "true"}
+    lq.DeltaTable(uri).alter.set_properties(ict)
+    began = {
+        k: v
+        for k, v in lq.DeltaTable(uri).snapshot().metadata.configuration.items()
+        if k.startswith("delta.inCommitTimestampEnablement")
+    }
+    assert began["delta.inCommitTimestampEnablementVersion"] == "1"
+    lq.DeltaTable.create(uri, SCHEMA, mode="overwrite", configuration=ict)
+    config = lq.DeltaTable(uri).snapshot().metadata.configuration
+    assert {k: config.get(k) for k in began} == began
+    lq.DeltaTable.create(uri, SCHEMA, mode="overwrite")  # turned off: nothing kept
+    config = lq.DeltaTable(uri).snapshot().metadata.configuration
+    assert not any(k.startswith("delta.inCommitTimestampEnablement") for k in config)
+
+
 def test_replace_refuses_an_append_only_table(uri: str) -> None:
     lq.write(uri, pa.table({"id": [1]}), configuration={"delta.appendOnly": "true"})
     with pytest.raises(AppendOnlyError):
