@@ -479,8 +479,12 @@ def refuse_explicit_insert(schema: StructType, columns: Collection[str]) -> None
 
 def identity_value_sql(first: int, step: int, condition: str) -> str:
     """DuckDB SQL numbering the rows where ``condition`` holds ``first``, ``first+step``,
-    ... (one window, no per-row Python); other rows get unused numbers."""
-    return f"({first} + (row_number() OVER (PARTITION BY ({condition})) - 1) * ({step}))"
+    ... (one window, no per-row Python); other rows get unused numbers. Computed in
+    HUGEINT: a value beyond ``long`` is NULL here, and the count of generated values
+    then raises :class:`IdentityColumnError` (``with_high_water_marks``) before anything
+    is written, where BIGINT arithmetic raised DuckDB's own overflow."""
+    number = f"(row_number() OVER (PARTITION BY ({condition})) - 1)"
+    return f"TRY_CAST(CAST({first} AS HUGEINT) + {number} * ({step}) AS BIGINT)"
 
 
 def stage_dml_high_water_marks(txn: Transaction, generation: Generation, count: int) -> None:

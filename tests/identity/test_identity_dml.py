@@ -140,3 +140,39 @@ def test_restore_keeps_the_high_water_mark(tmp_path: Path) -> None:
     # restoring to a version with the same metadata but the mark of a later one: no change
     assert dt.restore(version=m.version).version is not None
     assert mark(uri) == 5
+
+
+def test_merge_past_the_end_of_the_long_range_is_an_identity_error(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"k": [1], "v": ["a"]}),
+        identity={"id": Identity(start=-(2**63) + 1, step=-1)},  # one value left after it
+        configuration=NO_DV,
+    )
+    dt = lq.DeltaTable(uri)
+    source = pa.table({"k": [2, 3], "v": ["b", "c"]})
+    with pytest.raises(lq.IdentityColumnError, match="overflows long"):
+        dt.merge(source, on="target.k = source.k").when_not_matched_insert_all().execute()
+    assert dt.snapshot().version == 0
+
+
+def test_identity_and_row_tracking_tags_are_both_kept(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"k": [1], "v": ["a"]}),
+        identity={"id": Identity(start=1, step=1)},
+        configuration={**NO_DV, "delta.enableRowTracking": "true"},
+    )
+    dt = lq.DeltaTable(uri)
+    m = (
+        dt.merge(pa.table({"k": [1, 2], "v": ["A", "b"]}), on="target.k = source.k")
+        .when_matched_update({"v": "source.v"})
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    line = (Path(uri) / "_delta_log" / f"{m.version:020d}.json").read_text().split("\n")[0]
+    tags = json.loads(line)["commitInfo"]["tags"]
+    assert tags["delta.identity.schemaUpdate"] == "true"
+    assert tags["delta.rowTracking.preserved"] == "true"
