@@ -257,3 +257,38 @@ def test_enabling_in_commit_timestamps_after_a_commit_from_a_clock_ahead(
     assert times == sorted(times) and len(set(times)) == len(times)
     later = table.history()[0].timestamp + dt.timedelta(seconds=1)
     assert table.version_as_of(later) == version
+
+
+def test_times_around_the_enablement_are_searched_on_their_side(tmp_path: Path) -> None:
+    """Digest §16: a time at or after the enablement is searched among the versions with
+    in-commit timestamps, an earlier one among the file times before, even when a file
+    time before the enablement runs past the in-commit timestamps (another writer's
+    clock)."""
+    kit = TableKit(tmp_path / "t")
+    kit.create(SCHEMA, mtime_ms=T0)
+    for mtime in (T0 + 500_000, T0 + 510_000):  # versions 1 and 2, stamped late
+        one = pa.table({"id": pa.array([1], pa.int64())})
+        kit.commit([kit.write_parquet(one)], mtime_ms=mtime)
+    enable = metadata_action(
+        SCHEMA,
+        configuration={
+            "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "3",
+            "delta.inCommitTimestampEnablementTimestamp": str(T0 + 300_000),
+        },
+    )
+    kit.commit(
+        [protocol_action(1, 7, None, ["inCommitTimestamp"]), enable],
+        info=commit_info("SET TBLPROPERTIES", inCommitTimestamp=T0 + 300_000),
+        mtime_ms=T0 + 600_000,
+    )
+    kit.commit(
+        [kit.write_parquet(pa.table({"id": pa.array([3], pa.int64())}))],
+        info=commit_info("WRITE", inCommitTimestamp=T0 + 400_000),
+        mtime_ms=T0 + 700_000,
+    )
+    table = lq.DeltaTable(kit.uri)
+    assert table.snapshot(as_of=at(T0 + 250_000)).version == 0  # before: file times
+    assert table.snapshot(as_of=at(T0 + 299_999)).version == 0
+    assert table.snapshot(as_of=at(T0 + 350_000)).version == 3  # after: in-commit times
+    assert table.snapshot(as_of=at(T0 + 450_000)).version == 4
