@@ -62,7 +62,7 @@ from lakequery.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from lakequery.history import commit_timestamps
+from lakequery.history import commit_timestamps, search_range
 from lakequery.log_reader import replay_cursor
 from lakequery.log_segment import (
     TableState,
@@ -201,7 +201,9 @@ def _resolve_range(
     if starting_timestamp is not None:
         # the first commit at or after the time (digest §16, CDF start semantics)
         ms = _to_ms(starting_timestamp)
-        i = next((k for k, t in enumerate(times) if t >= ms), None)
+        # (before the enablement, past every earlier commit: the enablement's own)
+        i: int | None = bisect.bisect_left(times, ms, *search_range(commits, props, ms))
+        i = None if i == len(times) else i
         if i is None:
             raise not_found(timestamp=starting_timestamp, detail="no commit at or after it")
         start = versions[i]
@@ -209,7 +211,7 @@ def _resolve_range(
         start = int(starting_version)  # type: ignore[arg-type]
     if ending_timestamp is not None:
         ms = _to_ms(ending_timestamp)
-        j = bisect.bisect_right(times, ms)
+        j = bisect.bisect_right(times, ms, *search_range(commits, props, ms))
         if j == 0:
             raise not_found(timestamp=ending_timestamp, detail="no commit at or before it")
         end = versions[j - 1]

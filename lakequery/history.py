@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -160,6 +161,19 @@ def commit_timestamps(
         value = ict.get(c.version, {}).get("inCommitTimestamp") if c.version >= start else None
         out.append(int(value) if value is not None else ft)
     return out
+
+
+def search_range(commits: Sequence[LogFile], props: TableProperties, ms: int) -> tuple[int, int]:
+    """``(lo, hi)``: the indices of ``commits`` (ascending) whose timestamps a time
+    ``ms`` is searched among (digest §16). From the in-commit timestamp enablement on,
+    those with in-commit timestamps; before it, those before (their file times may run
+    past the first in-commit timestamp: the two do not make one order)."""
+    lo, hi = 0, len(commits)
+    at, since = props.ict_enablement_version, props.ict_enablement_timestamp
+    if props.in_commit_timestamps and at is not None and since is not None:
+        split = bisect.bisect_left([c.version for c in commits], at)
+        lo, hi = (split, hi) if ms >= since else (lo, split)
+    return lo, hi
 
 
 def _as_datetime(ms: int) -> datetime:

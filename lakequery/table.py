@@ -226,7 +226,7 @@ class DeltaTable:
 
     def version_as_of(self, as_of: datetime | str) -> int:
         """The newest version whose commit timestamp is at or before ``as_of``."""
-        from lakequery.history import commit_timestamps
+        from lakequery.history import commit_timestamps, search_range
 
         when = _parse_as_of(as_of)
         target_ms = int(when.timestamp() * 1000)
@@ -236,15 +236,7 @@ class DeltaTable:
         commits = [c for c in listing.commits if earliest is not None and c.version >= earliest]
         props = TableProperties(latest.metadata.configuration)
         times = commit_timestamps(self.storage, commits, props)
-        # digest §16: a time from the enablement on is searched among the versions with
-        # in-commit timestamps, an earlier one among those before (their file times may
-        # run past the first in-commit timestamp, so the two do not make one order)
-        lo, hi = 0, len(commits)
-        split_at, split_ms = props.ict_enablement_version, props.ict_enablement_timestamp
-        if props.in_commit_timestamps and split_at is not None and split_ms is not None:
-            split = bisect.bisect_left([c.version for c in commits], split_at)
-            lo, hi = (split, hi) if target_ms >= split_ms else (lo, split)
-        i = bisect.bisect_right(times, target_ms, lo, hi)
+        i = bisect.bisect_right(times, target_ms, *search_range(commits, props, target_ms))
         if i == 0:
             raise VersionNotFoundError(
                 self.uri,

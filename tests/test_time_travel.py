@@ -275,10 +275,11 @@ def test_times_around_the_enablement_are_searched_on_their_side(tmp_path: Path) 
             "delta.enableInCommitTimestamps": "true",
             "delta.inCommitTimestampEnablementVersion": "3",
             "delta.inCommitTimestampEnablementTimestamp": str(T0 + 300_000),
+            "delta.enableChangeDataFeed": "true",
         },
     )
     kit.commit(
-        [protocol_action(1, 7, None, ["inCommitTimestamp"]), enable],
+        [protocol_action(1, 7, None, ["inCommitTimestamp", "changeDataFeed"]), enable],
         info=commit_info("SET TBLPROPERTIES", inCommitTimestamp=T0 + 300_000),
         mtime_ms=T0 + 600_000,
     )
@@ -292,3 +293,6 @@ def test_times_around_the_enablement_are_searched_on_their_side(tmp_path: Path) 
     assert table.snapshot(as_of=at(T0 + 299_999)).version == 0
     assert table.snapshot(as_of=at(T0 + 350_000)).version == 3  # after: in-commit times
     assert table.snapshot(as_of=at(T0 + 450_000)).version == 4
+    # the change feed's time bounds: the same search
+    feed = table.changes(starting_timestamp=at(T0 + 350_000), ending_timestamp=at(T0 + 450_000))
+    assert (feed.starting_version, feed.ending_version) == (4, 4)
