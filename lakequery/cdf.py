@@ -201,7 +201,8 @@ def _resolve_range(
     if starting_timestamp is not None:
         # the first commit at or after the time (digest §16, CDF start semantics)
         ms = _to_ms(starting_timestamp)
-        # (before the enablement, past every earlier commit: the enablement's own)
+        # (a time before the in-commit timestamp enablement that is after every commit
+        # before it finds the enabling commit: the index after its side's range)
         i: int | None = bisect.bisect_left(times, ms, *search_range(commits, props, ms))
         i = None if i == len(times) else i
         if i is None:
