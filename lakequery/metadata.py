@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
+from lakequery.cached import cached_property
 from lakequery.protocol.schema import StructType, parse_schema, to_arrow_schema
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
+from lakequery.cached import cached_property
 from lakequery.dv.descriptor import Descriptor
 from lakequery.errors import PredicateError
 from lakequery.protocol.column_mapping import physical_name_map

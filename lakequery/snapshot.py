@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
+from lakequery.cached import cached_property
 from lakequery.errors import ObjectNotFoundError, TableNotFoundError
 from lakequery.log_segment import (
     TableState,

@@ -52,13 +52,13 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import stat
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
+from lakequery.cached import cached_property
 from lakequery.errors import InvalidPathError
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class LinkGuard:
     def __init__(self, root: str) -> None:
         self.root = root.rstrip("/") or "/"
 
-    @functools.cached_property
+    @cached_property
     def resolved_root(self) -> str:
         """The root with every link resolved (computed once)."""
         return os.path.realpath(self.root)

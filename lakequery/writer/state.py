@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakequery.cached import cached_property
 from lakequery.protocol.column_mapping import column_mapping_mode
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, parse_schema, to_arrow_schema
