@@ -20,6 +20,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
+import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -35,6 +37,17 @@ if TYPE_CHECKING:
 
 #: Operations for which a missing object is reported as :class:`ObjectNotFoundError`.
 _READ_OPERATIONS = frozenset({"exists", "read", "read_range", "size"})
+#: Held while a filesystem is registered on a DuckDB database (the engine database is
+#: shared by every thread's cursors); a new one in a forked child.
+_REGISTERING = threading.Lock()
+
+
+def _new_registering_lock() -> None:
+    global _REGISTERING
+    _REGISTERING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_registering_lock)
 
 #: Upper bound on the threads :meth:`Storage.map_io` (and so :meth:`Storage.read_many`) uses.
 MAX_READ_THREADS = 32
@@ -279,8 +292,11 @@ class Storage(abc.ABC):
         name = bridges.private_protocol(self.protocol, self._bridge_fs_kwargs())
         if name in con.list_filesystems():
             return
-        bridge_cls = bridges.bridge_class(type(self.fs), name, self.protocol)
-        con.register_filesystem(bridge_cls(**self._bridge_fs_kwargs()))
+        with _REGISTERING:  # check and register as one step: the database is shared
+            if name in con.list_filesystems():
+                return
+            bridge_cls = bridges.bridge_class(type(self.fs), name, self.protocol)
+            con.register_filesystem(bridge_cls(**self._bridge_fs_kwargs()))
 
     def duckdb_path(self, path: str) -> str:
         """Return the form of ``path`` DuckDB reads after :meth:`register_duckdb`."""

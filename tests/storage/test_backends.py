@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +252,41 @@ def test_polars_options_translate_s3fs_options() -> None:
     https = polars_options({"client_kwargs": {"endpoint_url": "https://s3.example"}})
     assert https == {"aws_endpoint_url": "https://s3.example"}
     assert polars_options({"anon": True}) == {"aws_skip_signature": "true"}
+
+
+def test_two_threads_registering_one_filesystem_on_a_database(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine database is shared by every thread's cursors: the check that a
+    filesystem is registered and its registration are one step (two threads both passing
+    the check made DuckDB refuse the second registration)."""
+    import threading
+    import time
+
+    import duckdb
+
+    from lakequery.storage import bridges
+
+    storage = open_storage(f"memory://register-race-{uuid.uuid4().hex}")
+    db = duckdb.connect()
+    slow_class = bridges.bridge_class
+
+    def slowly(*args: Any) -> Any:
+        time.sleep(0.2)  # widens the window between the check and the registration
+        return slow_class(*args)
+
+    monkeypatch.setattr(bridges, "bridge_class", slowly)
+    errors: list[BaseException] = []
+
+    def register() -> None:
+        try:
+            storage.register_duckdb(db.cursor())
+        except BaseException as exc:  # collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=register) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == []
