@@ -880,3 +880,22 @@ def test_in_lists_holding_null_over_a_struct_field(
     assert sorted(r[0] for r in scan.to_duckdb().fetchall()) == ids
     assert sorted(scan.to_polars().collect()["id"].to_list()) == ids
     assert lq.sql("SELECT count(*) FROM t", t=uri).fetchall() == [(2,)]  # still usable
+
+
+def test_a_corrupt_data_file_is_not_reported_missing(tmp_path: Path) -> None:
+    """A vacuumed file is an ObjectNotFoundError; a file that exists but does not parse
+    is DuckDB's own error, not a missing file (a FileNotFoundError would send the user
+    looking for a VACUUM)."""
+    import duckdb
+
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": list(range(100)), "s": pa.array([{"x": i} for i in range(100)])}))
+    (data,) = list(Path(uri).glob("*.parquet"))
+    snap = lq.DeltaTable(uri).snapshot()
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    with pytest.raises(duckdb.Error) as info:
+        snap.scan().to_duckdb().fetchall()
+    assert not isinstance(info.value, FileNotFoundError)
+    data.unlink()
+    with pytest.raises(lq.ObjectNotFoundError):
+        lq.DeltaTable(uri).snapshot().scan().to_duckdb().fetchall()

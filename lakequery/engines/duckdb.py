@@ -112,10 +112,12 @@ def _missing_file(exc: duckdb.Error, locations: list[str]) -> Exception:
     failure = storage_failure(exc, locations[0] if locations else "")
     if failure is not None:
         return failure
+    out: Exception = exc
+    if not isinstance(exc, duckdb.IOException):  # a file DuckDB read but could not parse
+        return out
     missing = next((p for p in locations if p in str(exc)), None)
     if missing is not None or "No files found" in str(exc):
         return ObjectNotFoundError(missing or locations[0], "read data file")
-    out: Exception = exc
     return out
 
 
