@@ -328,3 +328,32 @@ def test_the_engine_database_keeps_no_copy_of_the_files_it_reads(tmp_path: Path)
     assert scan.to_duckdb(own).aggregate("count(*)").fetchall() == [(270,)]
     assert own.execute(settings).fetchall() == [(default_file_cache, True)]
     own.close()
+
+
+def test_a_forked_child_uses_the_parents_s3_table_object(
+    tmp_path: Path, s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """A pre-forking server builds its DeltaTable once: the child reads and writes through
+    it (the parent's s3fs client refused use from another process: "not fork-safe")."""
+    lq.write(s3_table_uri, pa.table({"id": [1, 2, 3]}), storage_options=s3_storage_options)
+    code = f"""
+import json, os, sys
+import pyarrow as pa
+import lakequery as lq
+
+table = lq.DeltaTable({s3_table_uri!r}, storage_options={s3_storage_options!r})
+parent = table.snapshot().scan().to_duckdb().aggregate("count(*)").fetchall()[0][0]
+pid = os.fork()
+if pid == 0:
+    try:
+        rows = table.snapshot().scan().to_arrow().num_rows
+        version = lq.write(table, pa.table({{"id": [9]}}), mode="append").version
+        ok = (rows, version) == (3, 1)
+    except BaseException:
+        os._exit(3)
+    os._exit(0 if ok else 4)
+_, status = os.waitpid(pid, 0)
+print(json.dumps(dict(parent=parent, status=status, after=table.snapshot().num_files)))
+"""
+    got = run_python(code, tmp_path)
+    assert got == {"parent": 3, "status": 0, "after": 2}

@@ -96,12 +96,19 @@ class Storage(abc.ABC):
         self.root = root
         self.protocol = protocol
         self._fs = fs
+        self._fs_pid = os.getpid()
+        self._opens_fs = fs is None  # the backend builds its filesystem (and can again)
         self._arrow_fs: pyarrow.fs.FileSystem | None = None
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
+        if self._fs is not None and self._opens_fs and self._fs_pid != os.getpid():
+            # a forked child: the parent's client (s3fs's event loop, its connections)
+            # is not fork-safe, so the child builds its own
+            self._fs = self._arrow_fs = None
         if self._fs is None:
             self._fs = self._open_fs()
+            self._fs_pid = os.getpid()
         return self._fs
 
     def _open_fs(self) -> fsspec.AbstractFileSystem:

@@ -120,9 +120,13 @@ class S3Storage(Storage):
             "use_listings_cache": False,
             "skip_instance_cache": True,
         }
-        super().__init__(root, "s3", RetryingS3FileSystem(**self._fs_kwargs))
+        super().__init__(root, "s3")  # the filesystem from _open_fs: again after a fork
+        self.fs  # noqa: B018 (built now: bad options fail here, not at the first read)
         #: Keys per listing page; lowered by tests to exercise pagination.
         self.list_page_size = LIST_PAGE_SIZE
+
+    def _open_fs(self) -> RetryingS3FileSystem:
+        return RetryingS3FileSystem(**self._fs_kwargs)
 
     @property
     def options(self) -> dict[str, Any] | None:
