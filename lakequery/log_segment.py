@@ -76,7 +76,7 @@ def log_dir(storage: Storage) -> str:
 def list_log(storage: Storage, start_version: int = 0) -> Listing:
     """Lists ``_delta_log`` from a version on (lexicographic = version order)."""
     infos = storage.list_from(log_dir(storage), f"{start_version:020d}")
-    return build_listing((i.path, i.name, i.size, i.modified_ms) for i in infos)
+    return build_listing((i.path, i.name, i.size, i.modified_ms, i.etag) for i in infos)
 
 
 def _hint_version(storage: Storage) -> int | None:

@@ -198,7 +198,7 @@ def _same_base(listing: Listing, segment: LogSegment) -> bool:
         listed.update((f.path, f) for f in cp.files)
     return all(
         (seen := listed.get(f.path)) is not None
-        and (seen.size, seen.modified_ms) == (f.size, f.modified_ms)
+        and (seen.size, seen.modified_ms, seen.etag) == (f.size, f.modified_ms, f.etag)
         for f in last
     )
 

@@ -397,3 +397,24 @@ def test_time_travel_snapshots_are_not_cached_as_latest(tmp_path: Path) -> None:
     assert dt.snapshot().version == 2
     assert dt.snapshot(version=1).version == 1
     assert dt.snapshot(version=2) is dt.snapshot()
+
+
+def test_a_log_file_rewritten_with_the_same_size_in_the_same_second_is_a_new_base(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """S3's LastModified has whole seconds: a table replaced within the second its kept
+    commit was written, by a commit of the same size, was taken for the kept one. The
+    listing's entity tag tells them apart."""
+    from lakequery.log_segment import LogSegment
+    from lakequery.protocol.log_files import build_listing
+    from lakequery.storage import open_storage
+
+    lq.write(s3_table_uri, pa.table({"id": [1]}), storage_options=s3_storage_options)
+    storage = open_storage(s3_table_uri, s3_storage_options)
+    (info,) = [i for i in storage.list_from(storage.join("_delta_log"), "") if i.name[0] == "0"]
+    assert info.etag  # S3 lists it
+    kept = build_listing([(info.path, info.name, info.size, info.modified_ms, info.etag)])
+    segment = LogSegment(0, None, kept.commits)
+    assert log_update._same_base(kept, segment)
+    rewritten = build_listing([(info.path, info.name, info.size, info.modified_ms, "other")])
+    assert not log_update._same_base(rewritten, segment)

@@ -70,6 +70,7 @@ class LogFile(NamedTuple):
     name: LogName
     size: int
     modified_ms: int
+    etag: str | None = None  # the store's entity tag, where it gives one
 
     @property
     def version(self) -> int:
@@ -117,19 +118,22 @@ class Listing(NamedTuple):
         return max(versions) if versions else None
 
 
-def build_listing(files: Iterable[tuple[str, str, int, int]]) -> Listing:
-    """Classifies ``(path, name, size, modified_ms)`` tuples into commits and checkpoints.
+def build_listing(
+    files: Iterable[tuple[str, str, int, int] | tuple[str, str, int, int, str | None]],
+) -> Listing:
+    """Classifies ``(path, name, size, modified_ms[, etag])`` tuples into commits and
+    checkpoints.
 
     Zero-byte checkpoints and incomplete multi-part checkpoints are dropped (digest §3).
     """
     commits: list[LogFile] = []
     singles: list[Checkpoint] = []
     multi: dict[tuple[int, int], dict[int, LogFile]] = {}
-    for path, base, size, modified in files:
+    for path, base, size, modified, *etag in files:
         name = classify(base)
         if name is None:
             continue
-        lf = LogFile(path, name, size, modified)
+        lf = LogFile(path, name, size, modified, etag[0] if etag else None)
         if name.kind == "commit":
             commits.append(lf)
         elif name.kind == "checkpoint" and size > 0:

@@ -66,13 +66,16 @@ class FileInfo:
         name: Base name of the file.
         size: Size in bytes.
         modified_ms: Modification time in milliseconds since the epoch (object stores:
-            ``LastModified``).
+            ``LastModified``, whole seconds).
+        etag: The object's entity tag where the store gives one (S3), else None: what
+            tells two writes of the same size in the same second apart.
     """
 
     path: str
     name: str
     size: int
     modified_ms: int
+    etag: str | None = None
 
 
 class Storage(abc.ABC):

@@ -175,6 +175,7 @@ class S3Storage(Storage):
                             name=name,
                             size=int(obj["Size"]),
                             modified_ms=_epoch_ms(obj["LastModified"]),
+                            etag=str(obj["ETag"]) if obj.get("ETag") else None,
                         )
                     )
                 token = page.get("NextContinuationToken")
