@@ -52,7 +52,10 @@ def sql(
     Args:
         query: DuckDB SQL naming the tables by their keyword.
         con: connection to use; the views stay defined on it (``CREATE VIEW``: every
-            cursor of its database sees them). When None, a new cursor of lakequery's
+            cursor of its database sees them). The returned relation is lazy and reads
+            the views by name when it runs: bind a name to another table later (another
+            call, another thread's cursor of the same database) and it reads that one.
+            Fetch first, or give each table its own name. When None, a new cursor of lakequery's
             engine database (:mod:`lakequery.duckdb_databases`), on which the tables are
             registered for that cursor alone: calls in a loop or in several threads do
             not see each other's names, open no database of their own (~10-13 ms each),
