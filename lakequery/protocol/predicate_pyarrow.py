@@ -30,6 +30,7 @@ from lakequery.protocol.predicate_ast import (
     Or,
 )
 from lakequery.protocol.predicate_types import (
+    decimal_shape,
     exact_scale,
     infer_literal_type,
     infer_type,
@@ -176,11 +177,9 @@ class _Renderer:
             return self.render(e)
         if isinstance(e, Literal) and type(e.value) in (int, Decimal):
             value = Decimal(e.value)
-            _, digits, exponent = value.as_tuple()
-            if isinstance(exponent, int):
-                scale = max(0, -exponent)
-                precision = max(len(digits), scale, 1)
-                return scalar_expression(pa.scalar(value, pa.decimal256(precision, scale)))
+            if value.is_finite():
+                narrowest = pa.decimal256(*decimal_shape(value))
+                return scalar_expression(pa.scalar(value, narrowest))
         own = infer_type(e)
         if isinstance(e, Arith) or own is None:
             return self.render(e)  # an inner product or sum is decimal256 already

@@ -344,8 +344,7 @@ def exact_scale(e: Expr) -> int | None:
             return None
         return a + b if e.op == "*" else max(a, b)
     if isinstance(e, Literal) and isinstance(e.value, Decimal):
-        exponent = e.value.as_tuple().exponent
-        return max(0, -exponent) if isinstance(exponent, int) else None
+        return decimal_shape(e.value)[1] if e.value.is_finite() else None
     t = infer_type(e)
     if t is None:
         return None
