@@ -26,6 +26,7 @@ from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import FileGroup, column_specs, file_groups
 from lakequery.engines.variant_files import variant_files
 from lakequery.errors import ObjectNotFoundError, PredicateError
+from lakequery.protocol.arrow_types import holds
 from lakequery.protocol.column_mapping import physical_schema, to_logical
 from lakequery.protocol.schema import StructType, has_variant
 from lakequery.storage.engine_errors import translated
@@ -55,13 +56,6 @@ def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array[Any]:
         return _nulls(n, typ)
     out: pa.Array[Any] = pa.repeat(pa.scalar(value, typ), n)  # type: ignore[call-overload]
     return out
-
-
-def _has_floating(t: pa.DataType) -> bool:
-    """Whether ``t`` is or holds a floating-point type."""
-    if pa.types.is_floating(t):
-        return True
-    return any(_has_floating(t.field(i).type) for i in range(t.num_fields))
 
 
 class _Reader:
@@ -105,7 +99,8 @@ class _Reader:
                 used = {p[0] for p in referenced_columns(e)}
                 if not used <= set(self.phys.names):
                     return False
-                return not any(_has_floating(self.phys.field(n).type) for n in used)
+                floating = pa.types.is_floating
+                return not any(holds(self.phys.field(n).type, floating) for n in used)
 
             conjuncts = scan.filter.items if isinstance(scan.filter, And) else (scan.filter,)
             pushed = [c for c in conjuncts if pushable(c)] if self.mode == "none" else []

@@ -6,6 +6,7 @@ predicate language."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -75,6 +76,12 @@ def category(t: pa.DataType) -> str:
 NUMERIC = frozenset({"int", "float", "decimal"})
 
 
+def holds(t: pa.DataType, test: Callable[[pa.DataType], bool]) -> bool:
+    """Whether ``t`` or a type nested in it at any depth (struct fields, list and list
+    view elements, map keys and values) passes ``test``."""
+    return test(t) or any(holds(t.field(i).type, test) for i in range(t.num_fields))
+
+
 def with_children(t: pa.DataType, child: Any) -> pa.DataType:
     """``t`` (a struct, list, large or fixed-size list, or map; other types are returned
     as they are) with each child field replaced by ``child(field)``: the one place that
@@ -99,6 +106,7 @@ __all__ = [
     "NUMERIC",
     "category",
     "decimal_params",
+    "holds",
     "timestamp_params",
     "timestamp_type",
     "with_children",

@@ -31,6 +31,7 @@ import pyarrow as pa
 from lakequery import arrow_kernels as pc
 from lakequery.arrow_buffers import int64_array
 from lakequery.errors import SchemaError, UnsupportedFeatureError
+from lakequery.protocol.arrow_types import holds
 from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -451,15 +452,7 @@ def _is_list_view(t: pa.DataType) -> bool:
 
 def has_list_view(t: pa.DataType) -> bool:
     """Whether ``t`` holds a list view at any depth."""
-    if _is_list_view(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(has_list_view(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return has_list_view(t.key_type) or has_list_view(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return has_list_view(t.value_type)
-    return False
+    return holds(t, _is_list_view)
 
 
 def _as_list(arr: Any) -> Any:
