@@ -5,7 +5,9 @@ replay key (path + deletion-vector id): files only in the target are re-added wi
 old statistics, DV, tags and row ids; files only in the latest version are removed (a
 file whose DV differs is both: the latest (path, DV) removed, the old one added). The
 table metadata (schema, properties) goes back to the target's; the protocol never goes
-down. Before committing, one listing of the table checks that every file to re-add (and
+down, and gains the features of the target's protocol and those its restored metadata
+uses (a feature dropped since comes back with its property, as in Delta's RESTORE, which
+merges the two protocols). Before committing, one listing of the table checks that every file to re-add (and
 its DV file) still exists (files outside the root, a shallow clone's, are checked one by
 one where they live): a restore past a VACUUM raises
 :class:`~lakequery.errors.RestoreError` and commits nothing.
@@ -37,6 +39,8 @@ from lakequery.commands.progress import ProgressCallback, ProgressReporter
 from lakequery.commands.vacuum import _dv_paths
 from lakequery.errors import RestoreError
 from lakequery.log_segment import load_state
+from lakequery.metadata import Metadata
+from lakequery.protocol.features import Protocol, table_features_in_use, upgraded_protocol
 from lakequery.protocol.file_locations import external_mask, file_locations
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
@@ -164,6 +168,9 @@ def _restore(
     txn.read_whole_table()
     if not same_metadata:
         txn.set_metadata(restored)
+    protocol = _restored_protocol(latest, target, restored)
+    if protocol is not None:
+        txn.set_protocol(protocol)
     if clustering is not None:
         txn.set_domain(*clustering)
     now = int(time.time() * 1000)
@@ -173,6 +180,16 @@ def _restore(
     result = txn.commit()
     reporter.advance(1, 0)
     return metrics(result.version)
+
+
+def _restored_protocol(latest: Snapshot, target: Snapshot, restored: Metadata) -> Protocol | None:
+    """The latest protocol merged with the target's, plus what the restored metadata uses
+    (None when the latest already has it all): a property such as ``delta.appendOnly`` or
+    a constraint is only in force where the protocol lists its feature (digest §5.2)."""
+    old = target.protocol
+    needed = set(old.effective_reader_features()) | set(old.effective_writer_features())
+    needed |= table_features_in_use(restored.schema, restored.configuration)
+    return upgraded_protocol(latest.protocol, needed)
 
 
 def _restored_clustering(latest: Snapshot, target: Snapshot) -> tuple[str, str] | None:

@@ -347,6 +347,8 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
         (3, ('deletionVectors',), ('appendOnly', 'deletionVectors', 'invariants'))
         >>> upgraded_protocol(Protocol(1, 2), {"clustering"}).writer_features
         ('appendOnly', 'clustering', 'domainMetadata', 'invariants')
+        >>> upgraded_protocol(Protocol(1, 7, None, ("invariants",)), {"appendOnly"})
+        Protocol(min_reader_version=1, min_writer_version=7, reader_features=None, writer_features=('appendOnly', 'invariants'))
     """
     needed = set(needed).union(*(_DEPENDS.get(f, ()) for f in needed))
     # A preview spelling (``typeWidening-preview``) has the same semantics (digest §5.2).
@@ -355,14 +357,16 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
     }
     if not missing:
         return None
-    have = current.effective_features()
-    proto = protocol_for(set(have) | missing)
-    return Protocol(
-        max(proto.min_reader_version, current.min_reader_version),
-        max(proto.min_writer_version, current.min_writer_version),
-        proto.reader_features,
-        proto.writer_features,
-    )
+    features = set(current.effective_features()) | missing
+    proto = protocol_for(features)
+    reader = max(proto.min_reader_version, current.min_reader_version)
+    writer = max(proto.min_writer_version, current.min_writer_version)
+    if writer < 7:
+        return Protocol(reader, writer)
+    # table features (the current protocol's, or the new ones'): every feature is listed,
+    # also when legacy versions would have sufficed for them (digest §5.2)
+    readers = tuple(sorted(f for f in features if f in _READER_WRITER)) if reader == 3 else None
+    return Protocol(reader, writer, readers, tuple(sorted(features)))
 
 
 def _schema_usage(schema: StructType) -> tuple[list[Mapping[str, Any]], set[str]]:

@@ -79,3 +79,38 @@ def test_restore_refuses_vacuumed_versions(tmp_path: Path) -> None:
         lq.DeltaTable(uri).restore(version=0)
     assert err.value.version == 0 and err.value.missing
     assert lq.DeltaTable(uri).snapshot().version == 1  # nothing committed
+
+
+@pytest.mark.parametrize(
+    ("config", "undo", "feature"),
+    [
+        ({"delta.constraints.pos": "a > 0"}, "drop_constraint", "checkConstraints"),
+        ({"delta.appendOnly": "true"}, "appendOnly", "appendOnly"),
+        ({"delta.enableChangeDataFeed": "true"}, "enableChangeDataFeed", "changeDataFeed"),
+    ],
+)
+def test_restore_brings_back_a_dropped_feature(
+    tmp_path: Path, config: dict[str, str], undo: str, feature: str
+) -> None:
+    # the restored property is in force only where the protocol lists its feature
+    # (Delta's RESTORE merges the two protocols)
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"a": [1, 2]}), configuration=config)
+    dt = lq.DeltaTable(uri)
+    if undo == "drop_constraint":
+        dt.alter.drop_constraint("pos")
+    else:
+        dt.alter.set_properties({f"delta.{undo}": "false"})
+    dt.alter.drop_feature(feature)
+    assert not dt.snapshot().protocol.supports(feature)
+    dt.restore(version=0)
+    snap = lq.DeltaTable(uri).snapshot()
+    assert snap.protocol.supports(feature)
+    assert dict(snap.metadata.configuration).items() >= config.items()
+    if feature == "checkConstraints":
+        with pytest.raises(lq.ConstraintViolationError):
+            lq.write(uri, pa.table({"a": [-6]}), mode="append")
+    if feature == "appendOnly":
+        with pytest.raises(lq.AppendOnlyError):
+            lq.DeltaTable(uri).delete("a = 1")
+    assert_readers_agree(uri, [(1,), (2,)])

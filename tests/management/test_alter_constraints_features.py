@@ -186,6 +186,28 @@ def test_drop_check_constraints_after_dropping_them(tmp_path: Path) -> None:
     assert protocol_of(uri) == (1, 2, (), ())  # writer 2 says exactly what remains
 
 
+def test_feature_enabled_again_after_its_drop_is_listed(tmp_path: Path) -> None:
+    # after a drop the protocol lists table features: the feature comes back as one, not
+    # as a writer-7 protocol without a feature list
+    uri = plain_table(str(tmp_path / "t"), configuration={"delta.enableChangeDataFeed": "true"})
+    dt = lq.DeltaTable(uri)
+    dt.alter.unset_properties("delta.enableChangeDataFeed")
+    dt.alter.drop_feature("changeDataFeed")
+    dt.alter.set_properties({"delta.appendOnly": "false"})
+    dt.alter.drop_feature("appendOnly")
+    assert protocol_of(uri) == (1, 7, (), ("checkConstraints", "generatedColumns", "invariants"))
+    dt.alter.set_properties({"delta.appendOnly": "true"})
+    assert protocol_of(uri) == (
+        1,
+        7,
+        (),
+        ("appendOnly", "checkConstraints", "generatedColumns", "invariants"),
+    )
+    with pytest.raises(lq.AppendOnlyError):
+        dt.delete("id = 1")
+    assert deltalake_rows(uri) == ROWS
+
+
 @pytest.mark.parametrize(
     ("config", "feature", "message"),
     [
