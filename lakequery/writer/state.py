@@ -139,6 +139,9 @@ class WriteState:
                 else 128 MiB.
             data_change: ``dataChange`` of the produced ``add`` actions.
 
+        Raises:
+            UnsupportedFeatureError: the table uses a feature lakequery cannot write under.
+
         Example:
             >>> from lakequery.metadata import Metadata
             >>> from lakequery.protocol.features import Protocol
@@ -147,6 +150,10 @@ class WriteState:
             >>> WriteState.for_table("memory://t", md, Protocol(1, 2)).compression
             'snappy'
         """
+        from lakequery.protocol.features import check_table_writable
+
+        # before any file is written: a refusal at commit would leave the files behind
+        check_table_writable(protocol, metadata.schema, metadata.configuration)
         config = dict(metadata.configuration)
         props = TableProperties(config)
         codec = props.compression_codec or "zstd"

@@ -238,20 +238,39 @@ def test_cdf_table_domains_preserved(tmp_path: Path) -> None:
     assert normalize(dl_rows(uri)) == expected
 
 
+def _data_files(uri: str) -> set[Path]:
+    return {p for p in Path(uri).rglob("*") if p.is_file() and "_delta_log" not in p.parts}
+
+
 @pytest.mark.parametrize(
     ("name", "feature"),
     [
         ("dat_iceberg_compat_v1", "icebergCompatV1"),
+        ("kernelrs_unshredded_variant", "variantType"),
     ],
 )
-def test_unsupported_features_refused(tmp_path: Path, name: str, feature: str) -> None:
+@pytest.mark.parametrize("operation", ["append", "overwrite", "update", "optimize"])
+def test_unsupported_features_refused_before_writing(
+    tmp_path: Path, name: str, feature: str, operation: str
+) -> None:
+    # refused before any data file is written: a refusal at commit left them behind (and
+    # variant columns reached the Parquet writer: a raw pyarrow error)
     uri = copy_conformance_table(name, tmp_path)
-    v = _latest(uri)
-    row = lakequery.DeltaTable(uri).snapshot().scan().to_arrow().slice(0, 1)
+    v, files = _latest(uri), _data_files(uri)
+    table = lakequery.DeltaTable(uri)
+    snap = table.snapshot()
+    row = snap.scan().to_arrow().slice(0, 1)
+    first = snap.schema.names[0]
     with pytest.raises(UnsupportedFeatureError) as err:
-        lakequery.write(uri, row, mode="append")
+        if operation in ("append", "overwrite"):
+            lakequery.write(uri, row, mode=operation)
+        elif operation == "update":
+            table.update(set={first: first}, predicate=f"{first} IS NOT NULL")
+        else:
+            table.optimize(min_file_size=1 << 40)
     assert feature in str(err.value)
     assert _latest(uri) == v
+    assert _data_files(uri) == files
     # reading is unaffected
     assert lq_rows(uri)
 
