@@ -116,7 +116,8 @@ def property_value_problem(key: str, value: str) -> str | None:
         return f"{key} takes 'true' or 'false', not {value!r}"
     if key in INTERVAL_PROPERTIES:
         try:
-            parse_interval_ms(value)
+            if parse_interval_ms(value) < 0:
+                return f"{key} must not be negative, not {value!r}"
         except PropertyError:
             return f"{key} takes an interval such as 'interval 7 days', not {value!r}"
     if key in SIZE_PROPERTIES:
@@ -151,15 +152,21 @@ class TableProperties:
     def checkpoint_interval(self) -> int:
         return int(self._get("delta.checkpointInterval") or 10)
 
+    def _retention_ms(self, key: str, default: str) -> int:
+        # what VACUUM, log cleanup and checkpoints delete or drop by: a negative one (which
+        # lakequery refuses to set, as Delta does) would put the cutoff in the future
+        ms = parse_interval_ms(self._get(key) or default)
+        if ms < 0:
+            raise PropertyError(f"{key} must not be negative, not {self._get(key)!r}")
+        return ms
+
     @property
     def deleted_file_retention_ms(self) -> int:
-        return parse_interval_ms(
-            self._get("delta.deletedFileRetentionDuration") or "interval 1 week"
-        )
+        return self._retention_ms("delta.deletedFileRetentionDuration", "interval 1 week")
 
     @property
     def log_retention_ms(self) -> int:
-        return parse_interval_ms(self._get("delta.logRetentionDuration") or "interval 30 days")
+        return self._retention_ms("delta.logRetentionDuration", "interval 30 days")
 
     @property
     def set_transaction_retention_ms(self) -> int | None:

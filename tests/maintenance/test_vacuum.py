@@ -22,6 +22,7 @@ from maint_tables import (
 import lakequery as lq
 from lakequery.commands.vacuum import vacuum
 from lakequery.errors import ObjectNotFoundError, RetentionError, UnsupportedFeatureError
+from lakequery.protocol.properties import PropertyError
 
 HOUR_S = 3600
 
@@ -167,6 +168,26 @@ def test_protocol_check_refuses_unknown_writer_features(tmp_path: Path) -> None:
     assert lq.DeltaTable(uri).snapshot().scan().to_arrow().num_rows == 1  # still readable
     with pytest.raises(UnsupportedFeatureError, match="someFutureWriterFeature"):
         lq.DeltaTable(uri).vacuum()
+
+
+def test_negative_table_retention_is_refused(tmp_path: Path) -> None:
+    # another writer's negative retention would put the cutoff in the future: files
+    # written a moment ago (a concurrent writer's, not committed yet) would be deleted
+    uri = str(tmp_path / "t")
+    with pytest.raises(PropertyError, match="must not be negative"):
+        lq.write(uri, pa.table({"x": [1]}), configuration={"delta.logRetentionDuration": "-1 days"})
+    lq.write(uri, pa.table({"x": [1]}))
+    first = json.loads(
+        next(line for line in _log(uri, 0).read_text().splitlines() if "metaData" in line)
+    )
+    first["metaData"]["configuration"] = {"delta.deletedFileRetentionDuration": "interval -1 days"}
+    _log(uri, 1).write_text(json.dumps(first) + "\n")
+    inflight = Path(uri) / "part-00000-inflight.parquet"
+    inflight.write_bytes(b"PAR1")
+    with pytest.raises(PropertyError, match="deletedFileRetentionDuration must not be negative"):
+        lq.DeltaTable(uri).vacuum(dry_run=False)
+    assert inflight.exists()
+    assert lq.DeltaTable(uri).snapshot().scan().to_arrow().num_rows == 1  # still readable
 
 
 def test_lists_the_table_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,6 +144,7 @@ def test_row_tracking_on_empty_table(tmp_path: Path) -> None:
         ({"delta.appendOnly": "yes"}, "takes 'true' or 'false'"),
         ({"delta.enableChangeDataCapture": "true"}, "legacy alias"),
         ({"delta.logRetentionDuration": "forever"}, "takes an interval"),
+        ({"delta.deletedFileRetentionDuration": "interval -1 days"}, "must not be negative"),
         ({"delta.checkpointInterval": "0"}, "must be positive"),
         ({"delta.checkpointPolicy": "v3"}, "takes one of"),
         ({"delta.targetFileSize": "huge"}, "takes a size"),
