@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from lakequery.errors import ProtocolError, UnsupportedFeatureError
-from lakequery.protocol.schema import PrimitiveType, StructType, iter_fields
+from lakequery.protocol.schema import StructType, iter_fields, primitive_types
 
 
 class FeatureSupport(NamedTuple):
@@ -372,8 +372,8 @@ def upgraded_protocol(current: Protocol, needed: set[str]) -> Protocol | None:
 def _schema_usage(schema: StructType) -> tuple[list[Mapping[str, Any]], set[str]]:
     """The metadata maps and primitive type names of every (nested) field."""
     fields = [f for _, f in iter_fields(schema)]
-    names = {f.type.name for f in fields if isinstance(f.type, PrimitiveType)}
-    return [f.metadata for f in fields], names
+    # array elements and map keys/values too: array<timestamp_ntz> needs timestampNtz
+    return [f.metadata for f in fields], {p.name for p in primitive_types(schema)}
 
 
 def check_table_writable(

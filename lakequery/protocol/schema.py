@@ -330,15 +330,24 @@ def is_variant(t: DeltaType) -> bool:
     return isinstance(t, PrimitiveType) and t.name == "variant"
 
 
+def primitive_types(t: DeltaType) -> Iterator[PrimitiveType]:
+    """Every primitive type ``t`` holds, at any depth: struct fields, array elements,
+    map keys and values."""
+    if isinstance(t, StructType):
+        for f in t.fields:
+            yield from primitive_types(f.type)
+    elif isinstance(t, ArrayType):
+        yield from primitive_types(t.element)
+    elif isinstance(t, MapType):
+        yield from primitive_types(t.key)
+        yield from primitive_types(t.value)
+    elif isinstance(t, PrimitiveType):
+        yield t
+
+
 def has_variant(t: DeltaType) -> bool:
     """True when the type holds a variant at any depth."""
-    if isinstance(t, StructType):
-        return any(has_variant(f.type) for f in t.fields)
-    if isinstance(t, ArrayType):
-        return has_variant(t.element)
-    if isinstance(t, MapType):
-        return has_variant(t.key) or has_variant(t.value)
-    return is_variant(t)
+    return any(is_variant(p) for p in primitive_types(t))
 
 
 def is_geo(t: DeltaType) -> bool:
@@ -377,6 +386,60 @@ def _arrow_child(name: str, t: DeltaType, nullable: bool) -> pa.Field[Any]:
 def _is_void(t: DeltaType) -> bool:
     # Arrow's null type is always nullable.
     return isinstance(t, PrimitiveType) and t.name == "void"
+
+
+def void_layout_problem(schema: StructType, partition_columns: Iterable[str] = ()) -> str | None:
+    """Why no data file may be written under ``schema`` (digest §8.3), or None: a ``void``
+    inside an array or map, a struct whose fields are all ``void`` (or that has none), or
+    no column a data file would store (only ``void`` and partition columns).
+
+    Example:
+        >>> void = PrimitiveType("void")
+        >>> s = StructType((StructField("a", PrimitiveType("long")), StructField("n", void)))
+        >>> void_layout_problem(s) is None
+        True
+        >>> void_layout_problem(StructType((StructField("n", void),)))
+        'no column would be stored in data files (only void or partition columns)'
+        >>> void_layout_problem(StructType((StructField("l", ArrayType(void)), *s.fields)))
+        'l.element is void inside an array or map'
+    """
+
+    def walk(t: DeltaType, path: str, nested: bool) -> str | None:
+        if _is_void(t):
+            return f"{path} is void inside an array or map" if nested else None
+        if isinstance(t, StructType):
+            if all(_is_void(f.type) for f in t.fields):
+                return f"struct {path} has no field that is not void"
+            return next(
+                (p for f in t.fields if (p := walk(f.type, f"{path}.{f.name}", nested))), None
+            )
+        if isinstance(t, ArrayType):
+            return walk(t.element, f"{path}.element", True)
+        if isinstance(t, MapType):
+            return walk(t.key, f"{path}.key", True) or walk(t.value, f"{path}.value", True)
+        return None
+
+    parts = set(partition_columns)
+    data = [f for f in schema.fields if f.name not in parts]
+    for f in data:
+        problem = walk(f.type, f.name, False)
+        if problem:
+            return problem
+    if all(_is_void(f.type) for f in data):
+        return "no column would be stored in data files (only void or partition columns)"
+    return None
+
+
+def without_void_fields(f: StructField) -> StructField:
+    """``f`` with the ``void`` fields of its structs left out, at any depth (what a data
+    file stores of it, digest §8.3: no void sits in an array or map)."""
+    t = f.type
+    if not isinstance(t, StructType):
+        return f
+    kept = tuple(without_void_fields(c) for c in t.fields if not _is_void(c.type))
+    if kept == t.fields:
+        return f
+    return StructField(f.name, StructType(kept), f.nullable, f.metadata)
 
 
 def _ambiguous(t: DeltaType) -> bool:

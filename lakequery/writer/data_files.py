@@ -54,7 +54,9 @@ from lakequery.protocol.schema import (
     MapType,
     PrimitiveType,
     StructType,
+    to_arrow_field,
     type_to_json,
+    without_void_fields,
 )
 from lakequery.storage import open_storage
 from lakequery.storage.engine_errors import raise_storage_failure
@@ -271,6 +273,43 @@ def _check_nulls(arr: Any, t: DeltaType, nullable: bool, inherited: int, where: 
         )
 
 
+def _hides_required(t: DeltaType, nullable: bool) -> bool:
+    """Whether a NOT NULL field sits below a nullable struct field (or list element): its
+    nulls under a null parent are allowed, but the Parquet writer refuses them."""
+    if isinstance(t, StructType):
+        return any(
+            (nullable and not f.nullable) or _hides_required(f.type, f.nullable or nullable)
+            for f in t.fields
+        )
+    if isinstance(t, ArrayType):
+        return _hides_required(t.element, True)
+    return False
+
+
+def _clear_hidden_nulls(arr: Any, t: DeltaType, required: bool = False) -> Any:
+    """``arr`` (of Delta type ``t``) with the nulls of NOT NULL fields under null parents
+    cleared (``required``: ``arr`` is such a field; :func:`_check_nulls` made sure that its
+    nulls all sit under null parents). DuckDB's Arrow output nulls a null struct's children
+    too, where pyarrow's conversions leave a placeholder."""
+    if isinstance(t, StructType):
+        kids = [
+            _clear_hidden_nulls(arr.field(i), f.type, not f.nullable)
+            for i, f in enumerate(t.fields)
+        ]
+        mask = arr.is_null() if arr.null_count and not required else None
+        return pa.StructArray.from_arrays(kids, fields=list(arr.type), mask=mask)
+    buffers = arr.buffers()
+    validity = None if required else buffers[0]
+    if isinstance(t, ArrayType) and not pa.types.is_fixed_size_list(arr.type):
+        values = _clear_hidden_nulls(arr.values, t.element)
+        return pa.Array.from_buffers(
+            arr.type, len(arr), [validity, buffers[1]], offset=arr.offset, children=[values]
+        )
+    if not required or not arr.null_count or isinstance(t, MapType):
+        return arr
+    return pa.Array.from_buffers(arr.type, len(arr), [None, *buffers[1:]], 0, arr.offset)
+
+
 # --- files -------------------------------------------------------------------------------------
 
 
@@ -367,7 +406,18 @@ class _Writer:
             and not (isinstance(f.type, PrimitiveType) and f.type.name == "void")
         ]
         self.physical = physical_schema(schema, mode, exclude=parts)
-        self.data_schema = pa.schema([state.arrow_schema.field(c) for c in self.data_columns])
+        self.hiding_required = [
+            f for f in schema.fields if f.name not in parts and _hides_required(f.type, f.nullable)
+        ]
+        # void fields of structs are not stored either (the batches are cast without them)
+        stored = [without_void_fields(schema[c]) for c in self.data_columns]
+        self.nested_void = any(f is not schema[f.name] for f in stored)
+        self.data_schema = pa.schema(
+            [
+                to_arrow_field(f) if f is not schema[f.name] else state.arrow_schema.field(f.name)
+                for f in stored
+            ]
+        )
         self.change_data = state.change_data
         if self.change_data:
             # Change rows are copies of table rows plus their change type; no statistics.
@@ -453,9 +503,15 @@ class _Writer:
             batch = batch.append_column(name, values)
         for f in self.schema.fields:
             _check_nulls(batch.column(f.name), f.type, f.nullable, 0, f.name)
+        for f in self.hiding_required:
+            i = batch.schema.get_field_index(f.name)
+            column = _clear_hidden_nulls(batch.column(i), f.type, not f.nullable)
+            batch = batch.set_column(i, batch.schema.field(i), column)
         limit = self.state.max_rows_per_row_group
         for key, group in split_by_partition(batch, self.state.partition_columns, self.part_types):
             whole = group.select(self.data_columns)
+            if self.nested_void:
+                whole = whole.cast(self.data_schema)
             # A batch larger than a flush is cut into flush-sized slices, so that files
             # roll over near target_file_size even when the input is one huge batch.
             # Slices of at most one row group keep row groups whole (not 1M + a remainder).

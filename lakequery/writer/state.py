@@ -23,9 +23,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakequery.cached import cached_property
+from lakequery.errors import SchemaError
 from lakequery.protocol.column_mapping import column_mapping_mode
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.schema import StructType, parse_schema, to_arrow_schema
+from lakequery.protocol.schema import (
+    StructType,
+    parse_schema,
+    to_arrow_schema,
+    void_layout_problem,
+)
 
 if TYPE_CHECKING:
     from lakequery.metadata import Metadata
@@ -141,6 +147,7 @@ class WriteState:
 
         Raises:
             UnsupportedFeatureError: the table uses a feature lakequery cannot write under.
+            SchemaError: a schema no data file may be written under (``void`` rules).
 
         Example:
             >>> from lakequery.metadata import Metadata
@@ -154,6 +161,9 @@ class WriteState:
 
         # before any file is written: a refusal at commit would leave the files behind
         check_table_writable(protocol, metadata.schema, metadata.configuration)
+        problem = void_layout_problem(metadata.schema, metadata.partition_columns)
+        if problem:
+            raise SchemaError(f"no data file can be written: {problem} (digest §8.3)")
         config = dict(metadata.configuration)
         props = TableProperties(config)
         codec = props.compression_codec or "zstd"
