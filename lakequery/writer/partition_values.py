@@ -146,7 +146,10 @@ def _serialize(values: Any, t: DeltaType, column: str) -> Any:
         return _strings_or_null(pa.array(texts, pa.string()))
     if name == "string":
         return _strings_or_null(pc.cast(values, pa.string()))
-    if isinstance(t, DecimalType) or name in (
+    if isinstance(t, DecimalType):  # plain notation at the full scale (Arrow's cast: 0E-18)
+        texts = [None if v is None else format(v, "f") for v in values.to_pylist()]
+        return pa.array(texts, pa.string())
+    if name in (
         "byte",
         "short",
         "integer",

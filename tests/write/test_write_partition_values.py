@@ -61,6 +61,11 @@ def test_serialize_every_type() -> None:
             DecimalType(38, 18),
             ["1.230000000000000000"],
         ),
+        (  # plain notation at the full scale (Arrow's cast gives 0E-18, 1.00000000E-10)
+            pa.array([Decimal("0"), Decimal("1E-10"), None], pa.decimal128(38, 18)),
+            DecimalType(38, 18),
+            ["0.000000000000000000", "0.000000000100000000", None],
+        ),
         (
             pa.array([dt.datetime(2024, 6, 15, 19, 30, 45)], pa.timestamp("us", "UTC")),
             P("timestamp"),
