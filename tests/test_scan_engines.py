@@ -5,6 +5,7 @@ the planner skips files; DuckDB and Polars read Parquet natively with pushdown."
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -899,3 +900,23 @@ def test_a_corrupt_data_file_is_not_reported_missing(tmp_path: Path) -> None:
     data.unlink()
     with pytest.raises(lq.ObjectNotFoundError):
         lq.DeltaTable(uri).snapshot().scan().to_duckdb().fetchall()
+
+
+def test_a_table_without_columns_reads_empty(tmp_path: Path) -> None:
+    # another writer's table of no columns (lakequery refuses to write one): Polars raised
+    # an IndexError choosing a column to carry the frame's height
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    meta = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": '{"type":"struct","fields":[]}',
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": 1,
+    }
+    actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": meta}]
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    scan = lq.DeltaTable(str(tmp_path)).snapshot().scan()
+    assert scan.to_arrow().shape == (0, 0)
+    assert scan.to_polars().collect().shape == (0, 0)

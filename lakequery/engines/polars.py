@@ -309,8 +309,10 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
     if not scan.columns and scan.row_tracking_columns is None:
         # ``columns=[]``: one column read (a partition column when there is one: no I/O)
         # and dropped, which keeps the frame's height (``select([])`` would not)
-        carrier = (snap.partition_columns or snap.schema.names)[0]
-        return polars_frame(scan.with_columns([carrier])).drop(carrier)
+        names = snap.partition_columns or snap.schema.names
+        if not names:  # a table without columns (never written to: no file has rows)
+            return pl.LazyFrame(scan.to_arrow())
+        return polars_frame(scan.with_columns([names[0]])).drop(names[0])
     require_local_files(scan)
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)
