@@ -66,6 +66,7 @@ from lakequery.writer.identity import (
     stage_dml_high_water_marks,
 )
 from lakequery.writer.inputs import exact_microseconds, to_reader
+from lakequery.writer.state import refuse_reserved_names
 
 if TYPE_CHECKING:
     from lakequery.table import DeltaTable
@@ -285,6 +286,7 @@ class _Merge:
                 raise
             con.unregister("__lq_source_stream")
             source_columns = [str(c) for c in con.table(_SOURCE_TABLE).columns]
+            refuse_reserved_names(source_columns, "the MERGE source")
             state = self._write_state(source_columns)
             st.target(self._pruning_filter(source_columns), name=_TARGET_VIEW)
             self._check_sides()

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -51,6 +51,26 @@ CODECS: Mapping[str, tuple[str, str]] = {
     "uncompressed": ("none", ""),
     "none": ("none", ""),
 }
+
+
+#: Column names lakequery's commands give their own columns (row positions, MERGE's
+#: source mark, clustering keys) begin with it.
+RESERVED_PREFIX = "__lq_"
+
+
+def refuse_reserved_names(names: Iterable[str], where: str) -> None:
+    """Refuses columns named with :data:`RESERVED_PREFIX` (any case): DML, MERGE and
+    OPTIMIZE would confuse them with their own (a MERGE lost a source column's values).
+
+    Raises:
+        SchemaError: naming the first such column.
+    """
+    clash = next((n for n in names if n.lower().startswith(RESERVED_PREFIX)), None)
+    if clash is not None:
+        raise SchemaError(
+            f"{where} has a column {clash!r}: names beginning with {RESERVED_PREFIX!r} are "
+            "lakequery's own (its commands add such columns); rename it"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +167,8 @@ class WriteState:
 
         Raises:
             UnsupportedFeatureError: the table uses a feature lakequery cannot write under.
-            SchemaError: a schema no data file may be written under (``void`` rules).
+            SchemaError: a schema no data file may be written under (``void`` rules), or
+                a column named like lakequery's own (:func:`refuse_reserved_names`).
 
         Example:
             >>> from lakequery.metadata import Metadata
@@ -164,6 +185,7 @@ class WriteState:
         problem = void_layout_problem(metadata.schema, metadata.partition_columns)
         if problem:
             raise SchemaError(f"no data file can be written: {problem} (digest §8.3)")
+        refuse_reserved_names(metadata.schema.names, "the table")
         config = dict(metadata.configuration)
         props = TableProperties(config)
         codec = props.compression_codec or "zstd"

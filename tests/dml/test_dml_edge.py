@@ -637,3 +637,21 @@ def test_nan_rows_are_not_pruned_by_parquet_statistics(tmp_path: Path) -> None:
     dt_.update("isnan(x) OR x < 1.5", set={"x": "0.5"})
     o.update("isnan(x) OR x < 1.5", {"x": "0.5"})
     check_all_engines(uri, o.table())
+
+
+def test_columns_named_like_lakequerys_own_are_refused(tmp_path: Path) -> None:
+    # MERGE lost a source column called __lq_src (its own mark of matched rows) and DELETE
+    # crashed on a column called __lq_file: such names are refused before anything runs
+    uri = str(tmp_path / "t")
+    with pytest.raises(lq.SchemaError, match=r"'__lq_src'.*lakequery's own"):
+        lq.write(uri, pa.table({"id": [1, 2], "__lq_src": [5, 6]}))
+    lq.write(uri, pa.table({"id": [1, 2], "v": [5, 6]}))
+    table = lq.DeltaTable(uri)
+    source = pa.table({"id": [1, 3], "v": [7, 9], "__LQ_file": ["a", "b"]})
+    with pytest.raises(lq.SchemaError, match="MERGE source has a column '__LQ_file'"):
+        table.merge(
+            source, on="t.id = s.id", source_alias="s", target_alias="t"
+        ).when_matched_update(set={"v": "s.v"}).execute()
+    with pytest.raises(lq.SchemaError, match="__lq_row"):
+        lq.write(uri, pa.table({"id": [3], "__lq_row": [1]}), mode="append", schema_mode="merge")
+    assert table.snapshot().version == 0
