@@ -35,7 +35,7 @@ import pyarrow as pa
 from lakequery.errors import AlterTableError
 from lakequery.management.change import AlterChange
 from lakequery.metadata import Metadata
-from lakequery.protocol.column_mapping import ID_KEY, PHYSICAL_NAME_KEY
+from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY, without_column_mapping
 from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.schema import (
     ArrayType,
@@ -304,13 +304,7 @@ def plan_add_columns(snapshot: Snapshot, fields: Any) -> AlterChange:
                 "for invariants",
             )
         have.add(f.name.lower())
-    added = [
-        replace(
-            f,
-            metadata={k: v for k, v in f.metadata.items() if k not in (ID_KEY, PHYSICAL_NAME_KEY)},
-        )
-        for f in new
-    ]
+    added = list(without_column_mapping(StructType(tuple(new))).fields)
     schema = StructType((*meta.schema.fields, *added))
     config = dict(meta.configuration)
     if snapshot.column_mapping_mode != "none":

@@ -56,6 +56,36 @@ NESTED_IDS_KEY = "delta.columnMapping.nested.ids"
 _MODES: tuple[ColumnMappingMode, ...] = ("none", "name", "id")
 
 
+def without_column_mapping(schema: StructType) -> StructType:
+    """``schema`` without column-mapping ids and physical names at any depth: the form of
+    data's schema before it goes into a table (a scan of a column-mapped table carries the
+    source's, and the table assigns its own above its ``maxColumnId``)."""
+    keys = (ID_KEY, PHYSICAL_NAME_KEY, NESTED_IDS_KEY)
+
+    def visit(t: DeltaType) -> DeltaType:
+        if isinstance(t, StructType):
+            return StructType(
+                tuple(
+                    StructField(
+                        f.name,
+                        visit(f.type),
+                        f.nullable,
+                        {k: v for k, v in f.metadata.items() if k not in keys},
+                    )
+                    for f in t.fields
+                )
+            )
+        if isinstance(t, ArrayType):
+            return ArrayType(visit(t.element), t.contains_null)
+        if isinstance(t, MapType):
+            return MapType(visit(t.key), visit(t.value), t.value_contains_null)
+        return t
+
+    out = visit(schema)
+    assert isinstance(out, StructType)
+    return out
+
+
 def column_mapping_mode(
     configuration: Mapping[str, str], protocol_supports: bool
 ) -> ColumnMappingMode:
@@ -555,4 +585,5 @@ __all__ = [
     "physical_schema",
     "rename_to_logical",
     "to_logical",
+    "without_column_mapping",
 ]

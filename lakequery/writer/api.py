@@ -254,6 +254,14 @@ def plan_write(
         plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
         return plan
     if schema_mode == "overwrite":
+        if predicate is not None:
+            # the kept rows' files hold the old schema (and physical names): the new one
+            # would be wrong for them (Delta Spark ignores overwriteSchema beside replaceWhere)
+            raise ValueError(
+                "schema_mode='overwrite' replaces the whole table and its schema; an "
+                "overwrite with predicate= keeps the other rows: leave one of them out "
+                "(schema_mode='merge' adds columns to a predicate overwrite)"
+            )
         plan = _plan_replace(plan, schema, partition_by, stored, pseudo, name, description)
         return with_generation(apply_clustering(plan, clustering), schema)
     meta = snapshot.metadata

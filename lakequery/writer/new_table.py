@@ -85,11 +85,13 @@ def new_table_metadata(
     name: str | None = None,
     description: str | None = None,
 ) -> Metadata:
-    """A fresh ``metaData`` action (new id, creation time, column mapping ids assigned)."""
+    """A fresh ``metaData`` action (new id, creation time, column mapping ids assigned
+    above the ``maxColumnId`` of ``configuration``: a replaced table's ids only grow)."""
     config = with_row_tracking_columns(dict(configuration))
     mode = (config.get("delta.columnMapping.mode") or "none").lower()
     if mode != "none":
-        schema, max_id = assign_column_mapping(schema, 0)
+        start = int(config.get("delta.columnMapping.maxColumnId") or 0)
+        schema, max_id = assign_column_mapping(schema, start)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     return Metadata(
         id=str(uuid.uuid4()),

@@ -37,7 +37,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakequery.errors import SchemaMismatchError
-from lakequery.protocol.column_mapping import ID_KEY, PHYSICAL_NAME_KEY
+from lakequery.protocol.column_mapping import ID_KEY, PHYSICAL_NAME_KEY, without_column_mapping
 from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -174,7 +174,10 @@ def reconcile(table: StructType, data: pa.Schema, *, merge: bool = False) -> Rec
             that does not fit.
     """
     # nested fields as the table spells them (case-insensitive names, as the writer's cast)
-    incoming = StructType(tuple(from_arrow_field(f) for f in respelled_fields(data, table)))
+    # the data's own column-mapping keys (a scan of a column-mapped table) never reach it
+    incoming = without_column_mapping(
+        StructType(tuple(from_arrow_field(f) for f in respelled_fields(data, table)))
+    )
     merger = _Merger(merge)
     schema = merger.struct(table, incoming, "")
     changed = schema is not table

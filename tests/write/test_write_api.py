@@ -861,3 +861,58 @@ def test_null_struct_with_required_field_survives_rewrites(tmp_path: Path, dv: s
     lakequery.write(uri, relation, mode="append")
     got = sorted(lakequery.DeltaTable(uri).snapshot().scan().to_arrow().to_pylist(), key=repr)
     assert got == [{"id": 20, "st": None, "nested": None}] * 2
+
+
+def test_predicate_overwrite_does_not_replace_the_schema(tmp_path: Path) -> None:
+    # the kept rows' files hold the old schema: under column mapping they read as NULLs,
+    # and a changed type made the table unreadable
+    uri = str(tmp_path / "t")
+    config = {"delta.columnMapping.mode": "name"}
+    lakequery.write(
+        uri, pa.table({"p": ["a", "b"], "v": ["x", "y"]}), partition_by="p", configuration=config
+    )
+    with pytest.raises(ValueError, match="leave one of them out"):
+        lakequery.write(
+            uri,
+            pa.table({"p": ["a"], "v": [1.5]}),
+            mode="overwrite",
+            schema_mode="overwrite",
+            predicate="p = 'a'",
+        )
+    assert lakequery.DeltaTable(uri).snapshot().version == 0
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping_ids_of_the_data_are_not_taken_over(tmp_path: Path, mode: str) -> None:
+    # a scan of a column-mapped table carries its ids and physical names; a table written
+    # from it kept them while counting maxColumnId from 0, and a later column took an id
+    # in use (the Arrow engine then read another column's values into it)
+    config = {"delta.columnMapping.mode": mode}
+    source = str(tmp_path / "source")
+    lakequery.write(source, pa.table({"id": [1, 2], "name": ["a", "b"]}), configuration=config)
+    data = lakequery.DeltaTable(source).snapshot().scan().to_arrow()
+    copy = str(tmp_path / "copy")
+    lakequery.write(copy, data, configuration=config)
+    lakequery.write(source, data, mode="overwrite", schema_mode="overwrite")
+    for uri, at_least in ((copy, 2), (source, 4)):
+        table = lakequery.DeltaTable(uri)
+        snap = table.snapshot()
+        assert int(snap.metadata.configuration["delta.columnMapping.maxColumnId"]) >= at_least
+        table.alter.add_columns([pa.field("score", pa.int64())])
+        ids = [f.metadata["delta.columnMapping.id"] for f in table.snapshot().metadata.schema]
+        assert len(set(ids)) == 3
+        scan = table.snapshot().scan(filter="score > 0")
+        assert scan.to_arrow().num_rows == 0
+        assert (
+            lakequery.DeltaTable(uri).snapshot().scan().to_arrow().column("score").null_count == 2
+        )
+    # a schema-merging append of another table's scan: its new column gets a fresh id
+    other = str(tmp_path / "other")
+    lakequery.write(other, pa.table({"id": [3], "extra": ["e"]}), configuration=config)
+    more = lakequery.DeltaTable(other).snapshot().scan().to_arrow()
+    lakequery.write(copy, more, mode="append", schema_mode="merge")
+    ids = [
+        f.metadata["delta.columnMapping.id"]
+        for f in lakequery.DeltaTable(copy).snapshot().metadata.schema
+    ]
+    assert len(set(ids)) == len(ids) == 4
