@@ -84,8 +84,8 @@ def plan_change_column_type(snapshot: Snapshot, column: ColumnPath, new_type: An
     """CHANGE COLUMN ``column`` TYPE ``new_type`` (a widening; see the module doc).
 
     Raises:
-        AlterTableError: no such column, a partition or non-primitive column, or a type
-            change that is not an allowed widening.
+        AlterTableError: no such column, a partition, identity or non-primitive column, or
+            a type change that is not an allowed widening.
     """
     op = "CHANGE COLUMN"
     meta = snapshot.metadata
@@ -109,6 +109,10 @@ def plan_change_column_type(snapshot: Snapshot, column: ColumnPath, new_type: An
         )
     if current.type == target:
         raise AlterTableError(snapshot.table_uri, op, f"{label!r} is already {_name(target)}")
+    if any(str(k).startswith("delta.identity.") for k in current.metadata):
+        raise AlterTableError(  # identity values are longs (and Delta refuses it too)
+            snapshot.table_uri, op, f"{label!r} is an identity column: its type stays long"
+        )
     if not is_allowed_widening(current.type, target):
         raise AlterTableError(
             snapshot.table_uri,

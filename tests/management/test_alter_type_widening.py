@@ -158,3 +158,15 @@ def test_a_void_column_takes_a_type_without_type_widening(tmp_path: Path, how: s
     assert_engines(uri, want)
     theirs = deltalake.DeltaTable(uri).to_pyarrow_table().to_pylist()
     assert sorted(theirs, key=lambda r: r["id"]) == want
+
+
+def test_identity_column_type_stays_long(tmp_path: Path) -> None:
+    # widening was committed, then every append failed with a raw Arrow error
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"v": ["a"]}), identity={"id": lq.Identity()})
+    table = lq.DeltaTable(uri)
+    with pytest.raises(lq.AlterTableError, match="identity column"):
+        table.alter.change_column_type("id", "decimal(25,0)")
+    assert table.snapshot().version == 0
+    lq.write(uri, pa.table({"v": ["b"]}), mode="append")
+    assert sorted(table.snapshot().scan().to_arrow().column("id").to_pylist()) == [1, 2]
