@@ -151,6 +151,7 @@ def _restore(
         external = external_mask(paths)
         needed = [str(p) for p in paths.filter(pc.invert(external)).to_pylist()]
         needed += _dv_paths(storage, to_add.column("deletion_vector").to_pylist())
+        needed = list(dict.fromkeys(needed))  # one DV file holds the DVs of many files
         present = list_tree(storage).column("path")
         wanted = pa.array(needed, pa.string())
         missing = [str(p) for p in wanted.filter(pc.invert(pc.is_in(wanted, value_set=present)))]

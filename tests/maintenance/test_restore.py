@@ -114,3 +114,18 @@ def test_restore_brings_back_a_dropped_feature(
         with pytest.raises(lq.AppendOnlyError):
             lq.DeltaTable(uri).delete("a = 1")
     assert_readers_agree(uri, [(1,), (2,)])
+
+
+def test_restore_names_each_missing_file_once(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    # bitmaps too large to go inline: one DV file holds both files' vectors
+    lq.write(uri, pa.table({"a": list(range(0, 4000))}), configuration=DV_CONFIG)
+    lq.write(uri, pa.table({"a": list(range(4000, 8000))}), mode="append")
+    lq.DeltaTable(uri).delete("a % 3 = 0")
+    lq.write(uri, pa.table({"a": [9]}), mode="overwrite")
+    time.sleep(0.01)
+    lq.DeltaTable(uri).vacuum(retention_hours=0, enforce_retention=False, dry_run=False)
+    with pytest.raises(RestoreError) as err:
+        lq.DeltaTable(uri).restore(version=2)
+    missing = err.value.missing
+    assert len(missing) == len(set(missing)) == 3  # two data files and their DV file
