@@ -200,6 +200,40 @@ Expr: TypeAlias = Column | Literal | Compare | Arith | And | Or | Not | IsNull |
 """Any node of the predicate tree."""
 
 
+def like_shape(pattern: str) -> tuple[str, str]:
+    """How engines without SQL's ``LIKE`` test ``pattern`` (``%`` any run, ``_`` one
+    character, every other character itself: no escape character): ``(kind, text)`` with
+    kind ``equals``, ``prefix``, ``suffix`` or ``contains`` of the text, ``any`` (only
+    ``%``: every non-null value), or ``regex`` (an anchored regular expression, every
+    character spelled ``\\x{hex}`` but ASCII letters and digits; Rust's and RE2's syntax).
+
+    Example:
+        >>> like_shape("ab%"), like_shape("%a.b%"), like_shape("a_c")
+        (('prefix', 'ab'), ('contains', 'a.b'), ('regex', '(?s)^a.c$'))
+    """
+    if "_" not in pattern:
+        core = pattern.strip("%")
+        if "%" not in core:
+            if not pattern or core == pattern:
+                return "equals", core
+            if not core:
+                return "any", ""
+            starts, ends = pattern.startswith("%"), pattern.endswith("%")
+            kind = "contains" if starts and ends else "suffix" if starts else "prefix"
+            return kind, core
+    parts = [
+        ".*"
+        if ch == "%"
+        else "."
+        if ch == "_"
+        else ch
+        if ch.isascii() and ch.isalnum()
+        else f"\\x{{{ord(ch):X}}}"
+        for ch in pattern
+    ]
+    return "regex", "(?s)^" + "".join(parts) + "$"
+
+
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct sub-expressions of ``expr`` in evaluation order.
 

@@ -294,7 +294,9 @@ class _Parser:
             operand = self.unary()
             if isinstance(operand, Literal) and operand.type is None:
                 value = operand.value
-                if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+                if isinstance(value, Decimal):  # exact: ``-value`` rounds to 28 digits
+                    return Literal(value.copy_negate())
+                if isinstance(value, int | float) and not isinstance(value, bool):
                     return Literal(-value)
             return Arith("-", Literal(0), operand)
         return self.primary()

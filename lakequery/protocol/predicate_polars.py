@@ -21,9 +21,11 @@ from lakequery.protocol.predicate_ast import (
     Literal,
     Not,
     Or,
+    like_shape,
 )
 from lakequery.protocol.predicate_types import (
     exact_scale,
+    in_list_type,
     infer_literal_type,
     infer_type,
     integer_arith,
@@ -54,30 +56,19 @@ def _column(path: tuple[str, ...]) -> pl.Expr:
     return expr
 
 
-def _regex_escape(text: str) -> str:
-    return "".join(ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):X}}}" for ch in text)
-
-
 def _like(x: pl.Expr, pattern: str) -> pl.Expr:
-    if "_" not in pattern:
-        core = pattern.strip("%")
-        if "%" not in core:
-            starts, ends = pattern.startswith("%"), pattern.endswith("%")
-            if not pattern:
-                return x == pl.lit("", dtype=pl.String)
-            if not core:  # only '%'
-                return pl.when(x.is_null()).then(None).otherwise(True)
-            if starts and ends:
-                return x.str.contains(core, literal=True)
-            if ends:
-                return x.str.starts_with(core)
-            if starts:
-                return x.str.ends_with(core)
-            return x == pl.lit(core, dtype=pl.String)
-    parts = []
-    for ch in pattern:
-        parts.append(".*" if ch == "%" else "." if ch == "_" else _regex_escape(ch))
-    return x.str.contains("(?s)^" + "".join(parts) + "$")
+    kind, text = like_shape(pattern)
+    if kind == "equals":
+        return x == pl.lit(text, dtype=pl.String)
+    if kind == "any":
+        return pl.when(x.is_null()).then(None).otherwise(True)
+    if kind == "contains":
+        return x.str.contains(text, literal=True)
+    if kind == "prefix":
+        return x.str.starts_with(text)
+    if kind == "suffix":
+        return x.str.ends_with(text)
+    return x.str.contains(text)
 
 
 class _Renderer:
@@ -141,17 +132,9 @@ class _Renderer:
     def is_in(self, e: In) -> pl.Expr:
         if not e.values:
             return pl.lit(False)
-        operand_type = infer_type(e.operand)
-        literal_types = {v.type for v in e.values if isinstance(v, Literal)}
-        simple = (
-            operand_type is not None
-            and not is_float_expr(e.operand)
-            and all(isinstance(v, Literal) for v in e.values)
-            and literal_types <= {operand_type}
-        )
-        if not simple:
+        operand_type = in_list_type(e)
+        if operand_type is None or is_float_expr(e.operand):
             return reduce(lambda a, b: a | b, [self.compare("=", e.operand, v) for v in e.values])
-        assert operand_type is not None
         present = [v.value for v in e.values if isinstance(v, Literal) and v.value is not None]
         x = self.render(e.operand)
         values = pl.Series(values=pa.array(present, type=operand_type))

@@ -28,10 +28,12 @@ from lakequery.protocol.predicate_ast import (
     Literal,
     Not,
     Or,
+    like_shape,
 )
 from lakequery.protocol.predicate_types import (
     decimal_shape,
     exact_scale,
+    in_list_type,
     infer_literal_type,
     infer_type,
     integer_arith,
@@ -69,6 +71,25 @@ _PLAIN: dict[str, Callable[[pc.Expression, pc.Expression], pc.Expression]] = {
     ">": pc.greater,
     ">=": pc.greater_equal,
 }
+
+
+def _like(x: pc.Expression, pattern: str) -> pc.Expression:
+    # not pc.match_like: pyarrow 26 does not match an escaped backslash in '%\\'
+    kind, text = like_shape(pattern)
+    result: pc.Expression
+    if kind == "equals":
+        result = pc.equal(x, scalar_expression(arrow_scalar(Literal(text, pa.string()))))
+    elif kind == "any":
+        result = pc.if_else(pc.is_valid(x), _TRUE, _NULL_BOOL)
+    elif kind == "contains":
+        result = pc.match_substring(x, text)
+    elif kind == "prefix":
+        result = pc.starts_with(x, text)
+    elif kind == "suffix":
+        result = pc.ends_with(x, text)
+    else:
+        result = pc.match_substring_regex(x, text)
+    return result
 
 
 def arrow_scalar(lit: Literal) -> pa.Scalar[Any]:
@@ -163,8 +184,7 @@ class _Renderer:
                 self.compare(">=", e.operand, e.low), self.compare("<=", e.operand, e.high)
             )
         else:
-            pattern = e.pattern.replace("\\", "\\\\")
-            result = pc.match_like(self.render(e.operand), pattern)
+            result = _like(self.render(e.operand), e.pattern)
         return pc.invert(result) if e.negated else result
 
     def operand(self, e: Expr, arith: Arith) -> pc.Expression:
@@ -173,6 +193,10 @@ class _Renderer:
         with each operand at its own precision; a literal at the narrowest of its value
         (bound as decimal(38, s), it would widen every result)."""
         t = infer_type(arith)
+        if t is not None and pa.types.is_float64(t) and arith.op != "/":
+            # the type every engine computes in (float32 + int32 stayed float32 here); an
+            # explicit cast, as pyarrow's implicit one refuses integers past 2**53
+            return self.render(e).cast(t, safe=False)
         if t is None or not pa.types.is_decimal(t) or arith.op == "/":
             return self.render(e)
         if isinstance(e, Literal) and type(e.value) in (int, Decimal):
@@ -191,6 +215,12 @@ class _Renderer:
 
     def compare(self, op: str, left: Expr, right: Expr) -> pc.Expression:
         x, y = self.render(left), self.render(right)
+        types = (infer_type(left), infer_type(right))
+        if any(t is not None and pa.types.is_floating(t) for t in types) and types[0] != types[1]:
+            # numbers of two kinds compare as doubles (as in DuckDB): pyarrow's implicit
+            # cast picks float32 for an integer beside a float literal and refuses values
+            # past its exact range
+            x, y = x.cast(pa.float64(), safe=False), y.cast(pa.float64(), safe=False)
         scale = _decimal_scale(left, right)
         if scale is not None:  # one exact type (see operand): Arrow finds none by itself
             common = pa.decimal256(76, scale)
@@ -216,15 +246,8 @@ class _Renderer:
     def is_in(self, e: In) -> pc.Expression:
         if not e.values:
             return _FALSE
-        operand_type = infer_type(e.operand)
-        literal_types = {v.type for v in e.values if isinstance(v, Literal)}
-        simple = (
-            operand_type is not None
-            and not is_float_expr(e.operand)
-            and all(isinstance(v, Literal) for v in e.values)
-            and literal_types <= {operand_type}
-        )
-        if not simple:
+        operand_type = in_list_type(e)
+        if operand_type is None or is_float_expr(e.operand):
             return _fold(pc.or_kleene, [self.compare("=", e.operand, v) for v in e.values])
         x = self.render(e.operand)
         present = [v.value for v in e.values if isinstance(v, Literal) and v.value is not None]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from decimal import Decimal
 
 import pyarrow.types as pat
+from pyarrow.types import is_float64
 
 from lakequery.errors import PredicateError
 from lakequery.protocol.arrow_types import timestamp_type
@@ -23,7 +24,7 @@ from lakequery.protocol.predicate_ast import (
     Not,
     Or,
 )
-from lakequery.protocol.predicate_types import integer_arith
+from lakequery.protocol.predicate_types import in_list_type, infer_type, integer_arith
 from lakequery.protocol.sql_spelling import duckdb_type, quote_identifier, quote_string
 
 _SQL_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -128,6 +129,9 @@ def to_duckdb_sql(
             if integer_arith(e):  # exact, as in Polars (BIGINT * BIGINT overflows)
                 wide = exact_integer_type
                 return f"(CAST({r(e.left)} AS {wide}) {e.op} CAST({r(e.right)} AS {wide}))"
+            t = infer_type(e)
+            if t is not None and is_float64(t):  # DuckDB's FLOAT + INTEGER would be FLOAT
+                return f"(CAST({r(e.left)} AS DOUBLE) {e.op} CAST({r(e.right)} AS DOUBLE))"
             return f"({r(e.left)} {e.op} {r(e.right)})"
         if isinstance(e, And | Or):
             word = " AND " if isinstance(e, And) else " OR "
@@ -140,6 +144,9 @@ def to_duckdb_sql(
         if isinstance(e, In):
             if not e.values:
                 return "TRUE" if e.negated else "FALSE"
+            if in_list_type(e) is None:  # each value compared in its own type
+                ors = " OR ".join(f"({r(e.operand)} = {r(v)})" for v in e.values)
+                return f"(NOT ({ors}))" if e.negated else f"({ors})"
             values = [v for v in e.values if not (isinstance(v, Literal) and v.value is None)]
             if len(values) == len(e.values):
                 return f"({r(e.operand)}{neg} IN ({', '.join(r(v) for v in values)}))"

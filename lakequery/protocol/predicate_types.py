@@ -181,6 +181,10 @@ def _to_int(lit: Literal, value: int, target: pa.DataType, arith: bool) -> Liter
         return Literal(value, _INT64)
     if 0 <= value < 2**64 and pat.is_unsigned_integer(target):
         return Literal(value, pa.uint64())
+    if not arith:  # compared, not computed with: exact as a decimal, as DuckDB does
+        if abs(value) < 10**38:
+            return Literal(Decimal(value), pa.decimal128(38, 0))
+        return Literal(float(value), _FLOAT64)
     raise PredicateError(lit.value, f"integer literal {value} is out of range for {target}")
 
 
@@ -383,3 +387,15 @@ def is_float_expr(expr: Expr) -> bool:
     """Whether an expression may produce floating point values (and so NaN)."""
     t = infer_type(expr)
     return t is not None and pat.is_floating(t)
+
+
+def in_list_type(e: In) -> pa.DataType | None:
+    """The type an ``IN`` list can be tested in as one set: the operand's, when every
+    value is a literal of that type; else None, and the list is tested as an ``OR`` of
+    ``=`` comparisons, each typed on its own (as one set, an engine unifies the values'
+    types: DuckDB compared ``i64 IN (2^53 + 1, 0.5)`` in DOUBLE)."""
+    operand = infer_type(e.operand)
+    if operand is None or not all(isinstance(v, Literal) for v in e.values):
+        return None
+    types = {v.type for v in e.values if isinstance(v, Literal)}
+    return operand if types <= {operand} else None

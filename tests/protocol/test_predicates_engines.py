@@ -315,3 +315,60 @@ def test_integer_arithmetic_is_int64_in_every_engine(text: str, rows: list[int])
     assert select_duckdb(INT32_EDGES, expr) == rows
     assert select_pyarrow(INT32_EDGES, expr) == rows
     assert select_polars(INT32_EDGES, expr) == rows
+
+
+MIXED = pa.table(
+    {
+        "i64": pa.array([2**53, 2**53 + 1, 20_000_000, 2**63 - 1], pa.int64()),
+        "f32": pa.array([16777216.0, 0.5, 2.0, -1.0], pa.float32()),
+        "i32": pa.array([1, 0, 2, 3], pa.int32()),
+        "d38": pa.array(
+            [
+                Decimal("-12345678901234567890.1234567891"),
+                Decimal("-12345678901234567890.1234567900"),
+                Decimal("12345678901234567890.1234567891"),
+                None,
+            ],
+            pa.decimal128(38, 10),
+        ),
+        "s": ["A\\", "a\\b", "\\", "x\\\\"],
+        "__rid": [0, 1, 2, 3],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        # a negative literal of more than 28 digits stays exact (it was rounded)
+        ("d38 = -12345678901234567890.1234567891", [0]),
+        ("d38 < -12345678901234567890.1234567895", [1]),
+        # an IN list of two types: each value compared in its own (DuckDB unified them
+        # to DOUBLE, where 2**53 + 1 equals 2**53)
+        ("i64 IN (9007199254740993, 0.5)", [1]),
+        ("i64 NOT IN (9007199254740993, 0.5)", [0, 2, 3]),
+        ("d38 IN (12345678901234567890.1234567891, 1e30)", [2]),
+        # float32 + int32 is a double in every engine (DuckDB and pyarrow kept FLOAT)
+        ("f32 + i32 > 16777216", [0]),
+        # an integer beside a float compares as a double (pyarrow refused values past
+        # float32's exact range)
+        ("i64 > 0.5", [0, 1, 2, 3]),
+        ("f32 < i64", [0, 1, 2, 3]),
+        ("i64 + f32 > 0", [0, 1, 2, 3]),
+        # integers beyond int64 are compared exactly, not refused
+        ("i64 < 9223372036854775808", [0, 1, 2, 3]),
+        ("i64 > -9223372036854775809", [0, 1, 2, 3]),
+        ("i64 = 9223372036854775808", []),
+        # a backslash is an ordinary character in a pattern (pyarrow's match_like missed it)
+        ("s LIKE '%\\'", [0, 2, 3]),
+        ("s LIKE '%\\b%'", [1]),
+        ("s NOT LIKE '%\\b%'", [0, 2, 3]),
+        ("s LIKE 'a\\_'", [1]),
+    ],
+)
+def test_mixed_numbers_and_backslash_patterns(text: str, rows: list[int]) -> None:
+    schema = MIXED.schema.remove(MIXED.schema.get_field_index("__rid"))
+    expr = bind(parse_predicate(text), schema)
+    assert select_duckdb(MIXED, expr) == rows
+    assert select_pyarrow(MIXED, expr) == rows
+    assert select_polars(MIXED, expr) == rows
