@@ -182,6 +182,7 @@ class Transaction:
         self._read_predicates: list[str] = []
         self._read_files: set[str] = set()
         self._read_apps: set[str] = set()
+        self._read_domains: set[str] = set()
         self._isolation = isolation_level
         self._domains = dict(snapshot.domains) if snapshot else {}
         self._prev_ict: int | None = None
@@ -206,6 +207,11 @@ class Transaction:
     def read_app_id(self, app_id: str) -> None:
         """Records that the transaction looked at the ``txn`` version of ``app_id``."""
         self._read_apps.add(app_id)
+
+    def read_domain(self, domain: str) -> None:
+        """Records that the transaction was decided on the configuration of ``domain``
+        (an ALTER checks the clustering columns): a winner that changes it conflicts."""
+        self._read_domains.add(domain)
 
     # -- what it writes ---------------------------------------------------------------------------
     def add_files(self, adds: Iterable[Mapping[str, Any]]) -> None:
@@ -314,6 +320,7 @@ class Transaction:
             read_predicates=tuple(self._read_predicates),
             read_files=frozenset(self._read_files),
             read_app_ids=frozenset(self._read_apps),
+            read_domains=frozenset(self._read_domains),
             removed_files=frozenset(unquote(str(r["path"])) for r in self._staged.removes),
             changes_metadata=self._new_metadata is not None,
             changes_protocol=self._new_protocol is not None,

@@ -149,6 +149,39 @@ def logical_names(schema: StructType, paths: Sequence[ColumnPath], mode: str) ->
     return [".".join(reverse.get(tuple(p), tuple(p))) for p in paths]
 
 
+def clustering_stats_problem(
+    snapshot: Snapshot, schema: StructType, configuration: Mapping[str, str]
+) -> str | None:
+    """Why ``schema`` and ``configuration`` (a table's next ones) would leave one of the
+    snapshot's clustering columns (nested ones too) without statistics, which writers must
+    collect for them in every file (digest §14); None when they would not, or the table is
+    not clustered."""
+    from lakequery.protocol.column_mapping import column_mapping_mode
+    from lakequery.protocol.properties import TableProperties
+    from lakequery.writer.stats import stats_columns
+
+    clustered = physical_clustering_columns(snapshot)
+    if not clustered:
+        return None
+    mode = column_mapping_mode(configuration, snapshot.protocol.supports("columnMapping"))
+    props = TableProperties(dict(configuration))
+    indexed = {
+        c.physical
+        for c in stats_columns(
+            schema, (), mode, num_indexed_cols=props.num_indexed_cols, explicit=props.stats_columns
+        )
+        if c.kind != "count"
+    }
+    for path, name in zip(clustered, logical_names(schema, clustered, mode), strict=True):
+        if tuple(path) not in indexed:
+            return (
+                f"clustering column {name!r} would get no statistics (beyond "
+                "delta.dataSkippingNumIndexedCols or outside delta.dataSkippingStatsColumns); "
+                "clustering columns must have statistics"
+            )
+    return None
+
+
 def resolve_clustering_columns(
     schema: StructType,
     names: Sequence[str],
@@ -262,6 +295,7 @@ __all__ = [
     "clustering_columns",
     "clustering_configuration",
     "clustering_domain_name",
+    "clustering_stats_problem",
     "column_list_json",
     "is_clustered_protocol",
     "logical_names",

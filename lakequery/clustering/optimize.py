@@ -20,6 +20,8 @@ clustered table it gets a :class:`ClusteredLayout` that replaces compaction's bi
   :func:`~lakequery.clustering.alter.set_clustering_columns`, files of other tools) is a
   candidate, and the candidates are clustered together into one new set of files (one
   ``ZCUBE_ID``), even when there is a single candidate: afterwards it is sorted and marked.
+  A file another clustering implementation wrote (``clusteringProvider`` set to another
+  name) is never a candidate (digest §14: only files of the same or no provider).
 * ``full=True`` (Spark's ``OPTIMIZE … FULL``) makes every live file a candidate: the whole
   table is reclustered into one cube.
 
@@ -119,6 +121,12 @@ class ClusteredLayout:
                 cards, pc.multiply(records, pa.scalar(DV_PURGE_RATIO, pa.float64()))
             )
             candidate = pc.or_(pc.invert(self.clustered_mask(files)), mostly_deleted)
+            # another clustering implementation's files are its to recluster (digest §14)
+            provider: Any = files.column("clustering_provider")
+            foreign = pc.fill_null(
+                pc.not_equal(provider, pa.scalar(CLUSTERING_PROVIDER, pa.string())), False
+            )
+            candidate = pc.and_(candidate, pc.invert(foreign))
         rows = pc.indices_nonzero(candidate).to_pylist()
         if not rows:
             return OptimizePlan(files, ())

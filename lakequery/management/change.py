@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lakequery.clustering.domain import clustering_domain_name
 from lakequery.errors import ConcurrentAppendError, ConcurrentDeleteReadError
 from lakequery.metadata import Metadata
 from lakequery.protocol.features import Protocol
@@ -127,6 +128,9 @@ def commit_change(
         )
         if change.reads_whole_table:
             txn.read_whole_table()
+        clustering = clustering_domain_name(snap.protocol, snap.domains)
+        if clustering is not None:  # planners check the clustering columns
+            txn.read_domain(clustering)
         txn.set_metadata(change.metadata)
         if change.protocol is not None:
             txn.set_protocol(change.protocol)

@@ -372,11 +372,13 @@ def plan_drop_columns(
         path = resolve(schema, parse_column_path(column), snapshot, op)
         if len(path) == 1 and path[0] in meta.partition_columns:
             raise _fail(snapshot, op, f"{path[0]!r} is a partition column")
-        if len(path) == 1 and path[0] in clustered:  # as Spark refuses
+        dotted = ".".join(path)
+        held = [c for c in clustered if c == dotted or c.startswith(dotted + ".")]
+        if held:  # as Spark refuses (a struct holding a nested clustering column too)
             raise _fail(
                 snapshot,
                 op,
-                f"{path[0]!r} is a clustering column: change the clustering first "
+                f"{held[0]!r} is a clustering column: change the clustering first "
                 "(alter.cluster_by)",
             )
         parent = schema if len(path) == 1 else field_at(schema, path[:-1]).type

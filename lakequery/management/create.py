@@ -136,12 +136,18 @@ def create_table(
         fields, partition_by or (), configuration, name=name, description=description
     )
     clustering = None
+    existing = latest_or_none(storage)
     if cluster_by:  # liquid clustering: two more features and the delta.clustering domain
         from lakequery.clustering.create import clustering_for_new_table
+        from lakequery.clustering.domain import CLUSTERING_DOMAIN, clustering_domain_name
 
-        clustering = clustering_for_new_table(metadata, list(cluster_by))
+        # CREATE OR REPLACE of a clustered table keeps its domain (a preview table's
+        # delta.liquid), as the writer's replace and alter.cluster_by do
+        domain = CLUSTERING_DOMAIN
+        if existing is not None:
+            domain = clustering_domain_name(existing.protocol, existing.domains) or domain
+        clustering = clustering_for_new_table(metadata, list(cluster_by), domain=domain)
         protocol = upgraded_protocol(protocol, set(clustering.features)) or protocol
-    existing = latest_or_none(storage)
     if existing is not None:
         if mode == "ignore":
             return table
@@ -195,16 +201,18 @@ def _unclustered(existing: Snapshot, txn: Transaction, partition_by: Sequence[st
         clustering_domain_name,
     )
 
-    if not clustering_columns(existing):
+    columns = clustering_columns(existing)
+    if columns is None:  # the protocol does not list clustering
         return
-    if partition_by:
+    if partition_by:  # also without clustering columns: the protocol still lists it
         raise ClusteringError(
             f"table {existing.table_uri!r} is clustered: CREATE OR REPLACE cannot make it "
             f"partitioned by {list(partition_by)} (cluster it, or drop and create it)"
         )
-    name = clustering_domain_name(existing.protocol, existing.domains)
-    assert name is not None
-    txn.set_domain(name, clustering_configuration([]))
+    if columns:
+        name = clustering_domain_name(existing.protocol, existing.domains)
+        assert name is not None
+        txn.set_domain(name, clustering_configuration([]))
 
 
 __all__ = ["CreateMode", "create_table", "delta_schema"]

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from lakequery.errors import AlterTableError, ClusteringError
+from lakequery.errors import AlterTableError
 from lakequery.management.change import AlterChange
 from lakequery.management.columns import MODE_KEY, with_name_mapping
 from lakequery.protocol.features import FEATURES, table_features_in_use, upgraded_protocol
@@ -197,6 +197,8 @@ def plan_properties(
     for name in sorted(features):
         if name not in FEATURES:
             raise fail(f"unknown table feature {name!r}")
+    if "clustering" in features and meta.partition_columns:
+        raise fail("a partitioned table cannot be clustered (digest §14)")
     schema = meta.schema
     wanted_mode = (config.get(MODE_KEY) or "none").strip().lower()
     if snapshot.column_mapping_mode == "none" and wanted_mode != "none":
@@ -210,7 +212,7 @@ def plan_properties(
     turning_on_rows = (config.get(ROW_TRACKING_KEY) or "").lower() == "true" and (
         meta.configuration.get(ROW_TRACKING_KEY) or ""
     ).lower() != "true"
-    _check_clustering_stats(snapshot, schema, config, wanted_mode, fail)
+    _check_clustering_stats(snapshot, schema, config, fail)
     needed = table_features_in_use(schema, config) | features
     protocol = upgraded_protocol(snapshot.protocol, needed)
     new_meta = replace(meta, schema_string=schema_to_json(schema), configuration=config)
@@ -235,27 +237,16 @@ def _check_clustering_stats(
     snapshot: Snapshot,
     schema: StructType,
     config: dict[str, str],
-    mode: str,
     fail: Callable[[str], AlterTableError],
 ) -> None:
     """Refuses statistics settings that leave a clustering column without statistics
     (writers must collect them for every file, digest §14; Spark refuses too), as
     ``alter.cluster_by`` refuses such a column."""
-    from lakequery.clustering.domain import clustering_columns, resolve_clustering_columns
+    from lakequery.clustering.domain import clustering_stats_problem
 
-    clustered = clustering_columns(snapshot)
-    if not clustered:
-        return
-    try:
-        resolve_clustering_columns(
-            schema,
-            clustered,
-            mode=mode,
-            configuration=config,
-            partition_columns=snapshot.metadata.partition_columns,
-        )
-    except ClusteringError as exc:
-        raise fail(str(exc)) from exc
+    problem = clustering_stats_problem(snapshot, schema, config)
+    if problem:
+        raise fail(problem)
 
 
 def plan_table_info(

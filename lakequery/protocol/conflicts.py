@@ -76,6 +76,7 @@ class Footprint:
         changes_metadata: it commits a ``metaData`` action.
         changes_protocol: it commits a ``protocol`` action.
         domains: the domain-metadata domains it writes.
+        read_domains: the domains whose configuration it was decided on.
         identity_only_metadata: its ``metaData`` only moves identity high-water marks.
     """
 
@@ -90,6 +91,7 @@ class Footprint:
     changes_metadata: bool = False
     changes_protocol: bool = False
     domains: frozenset[str] = frozenset()
+    read_domains: frozenset[str] = frozenset()
     identity_only_metadata: bool = False
 
 
@@ -244,6 +246,9 @@ def check_winner(
     clash = sorted((own.domains & set(winner.domains)) - {ROW_TRACKING_DOMAIN})
     if clash:
         fail(DomainMetadataConflictError, f"both write domain metadata {clash[0]!r}")
+    read = sorted(own.read_domains & set(winner.domains))
+    if read:
+        fail(DomainMetadataConflictError, f"it changed domain metadata {read[0]!r} this one read")
     # 4. application transactions
     apps = sorted(own.read_app_ids & winner.txn_app_ids)
     if apps:

@@ -50,6 +50,7 @@ from lakequery.commands.file_actions import (
 from lakequery.commands.progress import ProgressCallback, ProgressReporter, counted
 from lakequery.errors import (
     AppendOnlyError,
+    ClusteringError,
     ConcurrentTransactionError,
     LakeQueryError,
     SchemaError,
@@ -233,6 +234,11 @@ def plan_write(
         target_file_size=target_file_size,
     )
     stored, pseudo = split_configuration(configuration)
+    if snapshot is not None and mode == "error":  # before the other options are checked
+        raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
+    if snapshot is not None and mode == "ignore":
+        plan.skip_reason = f"a table exists at {storage.root!r} (mode='ignore')"
+        return plan
     if identity and snapshot is not None and schema_mode != "overwrite":
         raise ValueError("identity= declares the identity columns of a new table")
     plan.extra["identity"] = dict(identity or {})
@@ -244,11 +250,6 @@ def plan_write(
     if snapshot is None:
         plan = _plan_create(plan, schema, partition_by, stored, pseudo, name, description)
         return with_generation(apply_clustering(plan, clustering), schema)
-    if mode == "error":
-        raise TableAlreadyExistsError(storage.root, "use mode='append' or 'overwrite'")
-    if mode == "ignore":
-        plan.skip_reason = f"a table exists at {storage.root!r} (mode='ignore')"
-        return plan
     done = _committed_app_version(plan, snapshot)
     if done is not None:
         plan.skip_reason = f"appId {app_id!r} already committed version {done} >= {app_version}"
@@ -284,6 +285,11 @@ def plan_write(
     if result.widened:
         config["delta.enableTypeWidening"] = "true"
     if result.changed or config != dict(meta.configuration):
+        from lakequery.clustering.domain import clustering_stats_problem
+
+        problem = clustering_stats_problem(snapshot, new_schema, config)
+        if problem:  # the statistics settings or a merged schema's column order
+            raise ClusteringError(problem)
         plan.metadata = replace(
             meta,
             schema_string=schema_to_json(new_schema),

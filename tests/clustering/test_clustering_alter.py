@@ -194,7 +194,7 @@ def test_statistics_settings_keep_clustering_columns_indexed(
     """Files written after such a setting had no statistics for the clustering columns,
     which writers must collect (digest §14); alter.cluster_by refused the same."""
     uri, dt = _clustered(tmp_path)
-    with pytest.raises(lq.AlterTableError, match="gets no statistics"):
+    with pytest.raises(lq.AlterTableError, match="get no statistics"):
         dt.alter.set_properties(props)
     assert _versions(uri) == 1
     dt.alter.set_properties({"delta.dataSkippingStatsColumns": "b,a"})  # still both
@@ -239,3 +239,80 @@ def test_restore_brings_back_the_clustering_columns(tmp_path: Path) -> None:
     lq.DeltaTable(plain).alter.cluster_by(["a"])
     lq.DeltaTable(plain).restore(version=0)
     assert clustering_columns(lq.DeltaTable(plain).snapshot()) == []
+
+
+def test_an_alter_decided_before_a_concurrent_cluster_by_conflicts(tmp_path: Path) -> None:
+    # the DROP planned on version 0 committed after CLUSTER BY (b): the table was then
+    # clustered by a column that no longer existed
+    from lakequery.errors import DomainMetadataConflictError
+    from lakequery.management.alter import TableAlterer
+
+    uri = str(tmp_path / "t")
+    config = {"delta.columnMapping.mode": "name"}
+    lq.write(uri, pa.table({"a": [1], "b": [2], "c": [3]}), cluster_by=["a"], configuration=config)
+    dt = lq.DeltaTable(uri)
+    before = dt.snapshot()
+    dt.alter.cluster_by(["b"])
+    with pytest.raises(DomainMetadataConflictError, match=r"delta\.clustering"):
+        TableAlterer(dt, before).drop_column("b")
+    with pytest.raises(DomainMetadataConflictError):
+        TableAlterer(dt, before).set_properties({"delta.dataSkippingNumIndexedCols": "1"})
+    assert dt.snapshot().schema.names == ["a", "b", "c"]
+    assert clustering_columns(dt.snapshot()) == ["b"]
+
+
+def test_a_partitioned_table_cannot_get_the_clustering_feature(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"p": [1], "x": [2]}), partition_by="p")
+    with pytest.raises(lq.AlterTableError, match="partitioned table cannot be clustered"):
+        lq.DeltaTable(uri).alter.enable_feature("clustering")
+    # nor by CREATE OR REPLACE of a clustered table (whose protocol keeps the feature)
+    other = str(tmp_path / "o")
+    lq.write(other, pa.table({"x": [1], "y": [2]}), cluster_by=["x"])
+    lq.DeltaTable(other).alter.cluster_by([])
+    schema = pa.schema([("x", pa.int64()), ("y", pa.int64())])
+    with pytest.raises(ClusteringError, match="partitioned"):
+        lq.DeltaTable.create(other, schema, partition_by=["x"], mode="overwrite")
+    assert lq.DeltaTable(other).snapshot().partition_columns == []
+
+
+def _nested_clustering(tmp_path: Path) -> lq.DeltaTable:
+    # Spark's CLUSTER BY (s.a): the domain names a nested column (written by hand here)
+    uri = str(tmp_path / "t")
+    config = {"delta.columnMapping.mode": "name"}
+    lq.write(
+        uri,
+        pa.table({"id": [1, 2], "s": [{"a": 3, "b": 1}, {"a": 1, "b": 2}]}),
+        cluster_by=["id"],
+        configuration=config,
+    )
+    dt = lq.DeltaTable(uri)
+    s = dt.snapshot().metadata.schema["s"]
+    path = [s.metadata["delta.columnMapping.physicalName"]]
+    assert isinstance(s.type, lq.protocol.schema.StructType)
+    path.append(s.type["a"].metadata["delta.columnMapping.physicalName"])
+    domain = {
+        "domain": "delta.clustering",
+        "removed": False,
+        "configuration": json.dumps({"clusteringColumns": [path]}),
+    }
+    info = {"timestamp": 1, "operation": "CLUSTER BY", "operationParameters": {}}
+    text = json.dumps({"commitInfo": info}) + "\n" + json.dumps({"domainMetadata": domain}) + "\n"
+    (Path(uri) / "_delta_log" / f"{1:020d}.json").write_text(text)
+    assert clustering_columns(dt.snapshot()) == ["s.a"]
+    return dt
+
+
+def test_nested_clustering_column_keeps_alter_working(tmp_path: Path) -> None:
+    # every SET TBLPROPERTIES failed ('no column s.a to cluster by'), and the nested
+    # clustering column could be dropped
+    dt = _nested_clustering(tmp_path)
+    dt.alter.set_properties({"my.owner": "team-a"})
+    with pytest.raises(lq.AlterTableError, match="get no statistics"):
+        dt.alter.set_properties({"delta.dataSkippingStatsColumns": "id"})
+    with pytest.raises(lq.AlterTableError, match=r"'s\.a' is a clustering column"):
+        dt.alter.drop_column("s.a")
+    with pytest.raises(lq.AlterTableError, match=r"'s\.a' is a clustering column"):
+        dt.alter.drop_column("s")
+    dt.alter.drop_column("s.b")
+    assert clustering_columns(dt.snapshot()) == ["s.a"]

@@ -202,3 +202,13 @@ def test_preview_table_replaced_keeps_its_preview_layout(tmp_path: Path) -> None
     assert snap.protocol == before  # no 'clustering' next to the preview's 'liquid'
     assert clustering_columns(snap) == ["w"]
     assert dl_ids(uri) == [7, 8]
+
+
+def test_preview_table_create_or_replace_keeps_its_domain(tmp_path: Path) -> None:
+    # CREATE OR REPLACE ... CLUSTER BY added delta.clustering beside a stale delta.liquid
+    uri = preview_copy(tmp_path)
+    schema = pa.schema([("id", pa.int64()), ("y", pa.string())])
+    lq.DeltaTable.create(uri, schema, cluster_by=["y"], mode="overwrite")
+    snap = lq.DeltaTable(uri).snapshot()
+    assert "delta.clustering" not in snap.domains
+    assert clustering_columns(snap) == ["y"]

@@ -177,3 +177,22 @@ def test_two_clustering_columns(tmp_path: Path) -> None:
     assert sorted(zip(got["x"].to_pylist(), got["y"].to_pylist(), strict=True)) == sorted(
         zip(data["x"].to_pylist(), data["y"].to_pylist(), strict=True)
     )
+
+
+def test_files_of_another_clustering_provider_are_left_alone(tmp_path: Path) -> None:
+    # digest §14: only files of the same (or no) provider are reclustered by default
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [3, 1, 2], "v": ["c", "a", "b"]}), cluster_by=["id"])
+    first = Path(uri) / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in first.read_text().splitlines()]
+    for action in actions:
+        if "add" in action:
+            action["add"]["clusteringProvider"] = "acme"
+            theirs = action["add"]["path"]
+    first.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    lq.write(uri, pa.table({"id": [9], "v": ["z"]}), mode="append")
+    metrics = lq.DeltaTable(uri).optimize()
+    assert metrics.files_removed == 1
+    assert theirs in live_paths(uri)
+    full = lq.DeltaTable(uri).optimize(full=True)  # FULL reclusters every file
+    assert full.files_removed == 2 and theirs not in live_paths(uri)

@@ -5,6 +5,7 @@ UPDATE and MERGE leave the protocol and the ``delta.clustering`` domain as they 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -122,3 +123,39 @@ def test_schema_overwrite_with_empty_cluster_by(tmp_path: Path) -> None:
     assert clustering_columns(snap) == []  # CLUSTER BY NONE: still a clustered table
     assert snap.domains["delta.clustering"] == '{"clusteringColumns":[]}'
     assert dl_ids(uri) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs"),
+    [
+        (
+            pa.table({"id": [9], "v": ["z"]}),
+            {"configuration": {"delta.dataSkippingNumIndexedCols": "0"}},
+        ),
+        (pa.table({"s": [{"x": 1, "y": 2}], "a": [1]}), {"schema_mode": "merge"}),
+    ],
+)
+def test_a_write_cannot_take_statistics_from_clustering_columns(
+    tmp_path: Path, data: pa.Table, kwargs: dict[str, Any]
+) -> None:
+    # digest §14: every file has statistics for the clustering columns; an append's
+    # configuration, or a merged field pushing the column past NumIndexedCols, took them
+    uri = str(tmp_path / "t")
+    if "s" in data.column_names:
+        first = pa.table({"s": [{"x": 1}], "a": [1]})
+        config = {"delta.dataSkippingNumIndexedCols": "2"}
+        lq.write(uri, first, cluster_by=["a"], configuration=config)
+    else:
+        lq.write(uri, pa.table({"id": [1], "v": ["a"]}), cluster_by=["id"])
+    with pytest.raises(lq.ClusteringError, match="would get no statistics"):
+        lq.write(uri, data, mode="append", **kwargs)
+    assert lq.DeltaTable(uri).snapshot().version == 0
+
+
+def test_ignore_and_error_modes_come_before_cluster_by(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({"id": [1], "v": ["a"]}), cluster_by=["id"])
+    skipped = lq.write(uri, pa.table({"id": [2], "v": ["b"]}), mode="ignore", cluster_by=["v"])
+    assert skipped.skipped
+    with pytest.raises(lq.TableAlreadyExistsError):
+        lq.write(uri, pa.table({"id": [2], "v": ["b"]}), cluster_by=["v"])
