@@ -103,7 +103,10 @@ def cast_sql(expression: str, t: pa.DataType) -> str:
 def generation_expressions(state: WriteState) -> dict[str, str]:
     """The written schema's generated columns: name -> generation expression in DuckDB SQL."""
     _, generated = table_constraints(state.schema, {})
-    return {name: spark_to_duckdb(expression) for name, expression in generated.items()}
+    return {
+        name: spark_to_duckdb(expression, feature="generatedColumns")
+        for name, expression in generated.items()
+    }
 
 
 def with_generated_values(

@@ -42,6 +42,7 @@ INVARIANTS_KEY = "delta.invariants"
 GENERATION_KEY = "delta.generationExpression"
 CHECK_PREFIX = "delta.constraints."
 _VIEW = "__lq_rows"
+_GEN = "generatedColumns"
 _DETAIL_CHARS = 500
 
 _TOKENS = re.compile(
@@ -53,17 +54,45 @@ _TOKENS = re.compile(
 )
 
 
-def spark_to_duckdb(sql: str) -> str:
+#: Spark's backslash escapes in string literals (``\\%`` and ``\\_`` stay as written, for
+#: LIKE); any other escaped character is itself.
+_SPARK_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+_SPARK_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[0-3][0-7]{2}|.)", re.DOTALL)
+_LIKE_BEFORE = re.compile(r"(?i)\b(?:like|ilike)\s*$")
+
+
+def _spark_unescape(body: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        if len(code) == 3:
+            return chr(int(code, 8))
+        if code in "%_":
+            return "\\" + code
+        return _SPARK_ESCAPES.get(code, code)
+
+    return _SPARK_ESCAPE.sub(one, body)
+
+
+def spark_to_duckdb(sql: str, *, feature: str = "checkConstraints") -> str:
     """Translates the Spark SQL spellings DuckDB does not share.
 
-    Backtick-quoted identifiers become double-quoted ones, double-quoted string literals
-    and backslash escapes become standard single-quoted literals, ``<=>`` becomes
-    ``IS NOT DISTINCT FROM``, and ``concat`` / ``substring`` calls get Spark's semantics
-    (:mod:`lakequery.writer.spark_functions`).
+    Backtick-quoted identifiers become double-quoted ones; string literals (single- or
+    double-quoted, Spark's backslash escapes decoded: ``\\t``, ``\\u00e9``, octal ``\\101``)
+    become standard single-quoted ones; a LIKE pattern gets Spark's default escape
+    character (``ESCAPE '\\'``); ``<=>`` becomes ``IS NOT DISTINCT FROM``; and ``concat`` /
+    ``substring`` calls get Spark's semantics (:mod:`lakequery.writer.spark_functions`).
+
+    Raises:
+        UnsupportedFeatureError: (for ``feature``) an ``x[i]`` subscript: Spark's arrays
+            count from 0 and DuckDB's lists from 1, and the text does not say which.
 
     Example:
         >>> spark_to_duckdb('`my col` <=> "it\\'s"')
         '"my col"  IS NOT DISTINCT FROM  \\'it\\'\\'s\\''
+        >>> spark_to_duckdb("code NOT LIKE '%\\\\_%'")
+        "code NOT LIKE '%\\\\_%' ESCAPE '\\\\'"
     """
 
     def repl(m: re.Match[str]) -> str:
@@ -73,11 +102,21 @@ def spark_to_duckdb(sql: str) -> str:
         if kind == "nse":
             return " IS NOT DISTINCT FROM "
         body = text[1:-1]
-        body = re.sub(r"\\(.)", lambda e: e.group(1), body, flags=re.DOTALL)
         body = body.replace("''", "'") if kind == "single" else body.replace('""', '"')
-        return "'" + body.replace("'", "''") + "'"
+        literal = "'" + _spark_unescape(body).replace("'", "''") + "'"
+        pattern = _LIKE_BEFORE.search(m.string, 0, m.start()) is not None
+        if pattern and not m.string[m.end() :].lstrip().upper().startswith("ESCAPE"):
+            literal += " ESCAPE '\\'"
+        return literal
 
-    return spark_function_calls(_TOKENS.sub(repl, sql))
+    translated = _TOKENS.sub(repl, sql)
+    if "[" in re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "", translated):
+        raise UnsupportedFeatureError(
+            feature,
+            operation="write",
+            detail=f"a subscript in {sql!r:.120} (Spark arrays count from 0, DuckDB's from 1)",
+        )
+    return spark_function_calls(translated)
 
 
 @dataclass(frozen=True)
@@ -161,7 +200,9 @@ class ConstraintChecker:
     ) -> None:
         self.schema = schema
         self.constraints, self.generated = table_constraints(schema, configuration)
-        self.rules = [(c, spark_to_duckdb(c.expression)) for c in self.constraints]
+        self.rules = [
+            (c, spark_to_duckdb(c.expression, feature=c.feature)) for c in self.constraints
+        ]
         self.rules += [
             (Constraint(name, text, "checkConstraints"), sql) for name, text, sql in extra
         ]
@@ -219,7 +260,7 @@ class ConstraintChecker:
         rules = list(self.rules)
         for name, expr in self.generated.items():
             if name not in missing:
-                sql = f"{_quote((name,))} IS NOT DISTINCT FROM ({spark_to_duckdb(expr)})"
+                sql = f"{_quote((name,))} IS NOT DISTINCT FROM ({spark_to_duckdb(expr, feature=_GEN)})"
                 rules.append((Constraint(f"generated({name})", expr, "generatedColumns"), sql))
         if rules:
             self._check(data, rules)
@@ -227,7 +268,7 @@ class ConstraintChecker:
 
     def _compute(self, data: pa.Table, name: str) -> pa.Table:
         expr = self.generated[name]
-        sql = f"SELECT ({spark_to_duckdb(expr)}) AS v FROM {_VIEW}"
+        sql = f"SELECT ({spark_to_duckdb(expr, feature=_GEN)}) AS v FROM {_VIEW}"
         values = self._query(data, sql, "generatedColumns", f"generated({name})").column(0)
         target = to_arrow_type(self.schema[name].type)
         try:

@@ -160,3 +160,46 @@ def test_spark_string_functions_keep_spark_semantics(
     con.register("t", table)
     ((value,),) = con.sql(f"SELECT {spark_to_duckdb(expression)} FROM t").fetchall()
     assert value == spark_value
+
+
+@pytest.mark.parametrize(
+    ("constraint", "accepted", "refused"),
+    [
+        # Spark decodes backslash escapes in literals ('\t' is a tab, '\u00e9' an é): the
+        # backslash was dropped, so the rule tested 't' and 'u00e9'
+        ("name <> 'a\\tb'", "atb", "a\tb"),
+        ("name <> '\\u00e9'", "u00e9", "é"),
+        ("name <> '\\101'", "101", "A"),
+        # '\' is LIKE's default escape in Spark: '%\\_%' means "holds an underscore"
+        ("name NOT LIKE '%\\\\_%'", "a\\b", "a_b"),
+        ("name NOT LIKE '%\\_%'", "a\\b", "a_b"),
+        ("name NOT LIKE 'x#%' ESCAPE '#'", "xy", "x%"),
+    ],
+)
+def test_spark_literals_and_like_patterns(
+    root: str, constraint: str, accepted: str, refused: str
+) -> None:
+    state = make_state(root, SCHEMA, configuration={"delta.constraints.c": constraint})
+    assert write_data_files(pa.table({"id": [1], "name": [accepted]}), state)
+    with pytest.raises(ConstraintViolationError):
+        write_data_files(pa.table({"id": [1], "name": [refused]}), state)
+
+
+def test_subscripts_are_refused(root: str) -> None:
+    # Spark's arr[1] is the second element, DuckDB's the first: refused, not misread
+    schema = pa.schema([("arr", pa.list_(pa.int64()))])
+    state = make_state(root, schema, configuration={"delta.constraints.c": "arr[1] > 0"})
+    with pytest.raises(UnsupportedFeatureError, match="subscript") as info:
+        write_data_files(pa.table({"arr": [[-1, 5]]}), state)
+    assert info.value.feature == "checkConstraints"
+
+
+def test_generated_value_decodes_escapes(root: str) -> None:
+    schema = pa.schema([("s", pa.string()), ("g", pa.string())])
+    text = schema_json(
+        schema, metadata={"g": {"delta.generationExpression": "concat(s, '\\t', 'end')"}}
+    )
+    state = make_state(root, text)
+    [add] = write_data_files(pa.table({"s": ["lq"]}), state)
+    stored = pq.read_table(Path(root) / unquote(add["path"])).column("g").to_pylist()
+    assert stored == ["lq\tend"]
