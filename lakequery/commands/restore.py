@@ -7,9 +7,9 @@ file whose DV differs is both: the latest (path, DV) removed, the old one added)
 table metadata (schema, properties) goes back to the target's; the protocol never goes
 down, and gains the features of the target's protocol and those its restored metadata
 uses (a feature dropped since comes back with its property, as in Delta's RESTORE, which
-merges the two protocols). Before committing, one listing of the table checks that every file to re-add (and
-its DV file) still exists (files outside the root, a shallow clone's, are checked one by
-one where they live): a restore past a VACUUM raises
+merges the two protocols). Before committing, one listing of the table checks that every
+file to re-add (and its DV file) still exists (files outside the root, a shallow clone's,
+are checked one by one where they live): a restore past a VACUUM raises
 :class:`~lakequery.errors.RestoreError` and commits nothing.
 
 Example:
