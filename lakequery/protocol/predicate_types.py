@@ -264,8 +264,11 @@ def coerce_literal(
     ISO-8601 text for timestamps, numbers, ``'true'``/``'false'``). Naive timestamps meet
     a zoned column as UTC. A value the target type cannot hold exactly keeps a wider type
     of the same family (``1.5`` against an integer column stays a ``float64``; an integer
-    beyond the column's range becomes ``int64``; a decimal with more digits gets a wider
-    decimal type), so comparisons keep their mathematical meaning.
+    beyond the column's range becomes ``int64``, past ``int64`` a ``decimal(38, 0)``; a
+    decimal with more digits gets a wider decimal type), so comparisons keep their
+    mathematical meaning. Floating point is the one rounding by design: a number met by a
+    ``float`` (float32) column becomes the float32 nearest to it, so ``f = 0.1`` matches a
+    stored ``0.1f`` in every engine (a double comparison, as in Spark, never would).
 
     Args:
         lit: The literal.
