@@ -66,7 +66,7 @@ def test_for_table_defaults() -> None:
 
     md = Metadata(
         "id",
-        '{"type":"struct","fields":[]}',
+        '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}',
         (),
         {"delta.columnMapping.mode": "name", "delta.targetFileSize": "104857600"},
     )
