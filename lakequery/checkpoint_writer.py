@@ -30,7 +30,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
@@ -277,18 +277,69 @@ def _null_counts(fields: Sequence[StructField], mode: str, ref: str) -> _StatsSt
     return _StatsStruct(structure, _pack(ref, members), pa.struct(arrow))
 
 
+#: Deepest column path ``stats_parsed`` holds: Arrow's C interface refuses schemas nested
+#: more than 64 levels, and a checkpoint row puts three (``add``, ``stats_parsed``,
+#: ``minValues``) above the column. Deeper columns keep their statistics in ``stats``.
+MAX_STATS_PARSED_DEPTH = 56
+
+
+def _indexed(
+    schema: StructType,
+    partition_columns: Sequence[str],
+    mode: str,
+    configuration: Mapping[str, str] | None,
+) -> list[StructField]:
+    """The schema's non-partition fields pruned to the leaves that get statistics under
+    ``configuration`` (``delta.dataSkippingNumIndexedCols`` / ``StatsColumns``, as Delta
+    Spark's stats schema; None: every leaf), at most :data:`MAX_STATS_PARSED_DEPTH` deep."""
+    from lakequery.writer.stats import stats_columns
+
+    keep: set[tuple[str, ...]] | None = None
+    if configuration is not None:
+        props = TableProperties(dict(configuration))
+        keep = {
+            c.path
+            for c in stats_columns(
+                schema,
+                partition_columns,
+                mode,
+                num_indexed_cols=props.num_indexed_cols,
+                explicit=props.stats_columns,
+            )
+        }
+
+    def prune(fields: Sequence[StructField], prefix: tuple[str, ...]) -> list[StructField]:
+        out = []
+        for f in fields:
+            path = (*prefix, f.name)
+            if len(path) > MAX_STATS_PARSED_DEPTH:
+                continue
+            if isinstance(f.type, StructType):
+                inner = prune(f.type.fields, path)
+                if inner:
+                    out.append(replace(f, type=StructType(tuple(inner))))
+            elif keep is None or path in keep:
+                out.append(f)
+        return out
+
+    parts = set(partition_columns)
+    return prune([f for f in schema.fields if f.name not in parts], ())
+
+
 def stats_struct(
     schema: StructType,
     partition_columns: Sequence[str],
     mode: str,
     *,
     tight_bounds: bool,
+    configuration: Mapping[str, str] | None = None,
     ref: str = "__j",
 ) -> _StatsStruct:
     """The ``stats_parsed`` struct of a table: ``numRecords``, ``minValues``,
-    ``maxValues``, ``nullCount`` (physical names, nesting mirrors the schema) and, with
-    deletion vectors, ``tightBounds``. Partition columns have no statistics."""
-    data = [f for f in schema.fields if f.name not in set(partition_columns)]
+    ``maxValues``, ``nullCount`` (physical names, nesting mirrors the schema's columns
+    that get statistics under ``configuration``, :func:`_indexed`) and, with deletion
+    vectors, ``tightBounds``. Partition columns have no statistics."""
+    data = _indexed(schema, partition_columns, mode, configuration)
     structure: dict[str, Any] = {"numRecords": "BIGINT"}
     members = [("numRecords", f"{ref}['numRecords']")]
     arrow: list[pa.Field[Any]] = [pa.field("numRecords", pa.int64())]
@@ -360,6 +411,7 @@ def _layout(state: TableState) -> _Layout:
             state.metadata.partition_columns,
             mode,
             tight_bounds=state.protocol.supports("deletionVectors"),
+            configuration=state.metadata.configuration,
         )
     specs = partition_specs(state.metadata, state.protocol)
     parsed = None
