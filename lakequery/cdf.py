@@ -754,7 +754,9 @@ def _resolve_columns(uri: str, metadata: Metadata, columns: Sequence[str] | None
     for c in columns:
         name = known.get(c.lower()) if c not in known.values() else c
         if name is None:
-            raise PredicateError(c, f"no column {c!r} in the change feed of {uri!r}")
+            raise PredicateError(c, f"no column {c!r} in the change feed of {uri!r}", kind="column")
+        if name in out:
+            raise PredicateError(c, "listed twice in columns", kind="column")
         out.append(name)
     return out + [c for c in CHANGE_COLUMNS if c not in out]
 

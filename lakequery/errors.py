@@ -202,12 +202,13 @@ class AlterTableError(LakeQueryError, ValueError):
 
 
 class PredicateError(LakeQueryError, ValueError):
-    """A filter expression cannot be parsed or refers to something that does not exist."""
+    """A filter expression cannot be parsed or refers to something that does not exist
+    (also a column list's unknown or repeated name: ``kind="column"``)."""
 
-    def __init__(self, predicate: object, reason: str) -> None:
+    def __init__(self, predicate: object, reason: str, *, kind: str = "predicate") -> None:
         self.predicate = predicate
         self.reason = reason
-        super().__init__(f"invalid predicate {predicate!r}: {reason}")
+        super().__init__(f"invalid {kind} {predicate!r}: {reason}")
 
 
 class DeletionVectorError(LakeQueryError):

@@ -131,6 +131,9 @@ class Scan:
             if isinstance(columns, str):
                 raise TypeError("columns must be a sequence of names, not a string")
             self.columns = [_resolve_column(schema, c) for c in columns]
+            twice = next((c for i, c in enumerate(self.columns) if c in self.columns[:i]), None)
+            if twice is not None:  # the engines disagreed (two columns, or an error each)
+                raise PredicateError(twice, "listed twice in columns", kind="column")
         self.filter_source = filter
         self.filter: Expr | None = _bind_filter(filter, schema)
 
@@ -257,7 +260,9 @@ def _resolve_column(schema: pa.Schema, name: str) -> str:
     lowered = {n.lower(): n for n in schema.names}
     if name.lower() in lowered:
         return lowered[name.lower()]
-    raise PredicateError(name, f"no column {name!r} in the table (columns: {schema.names})")
+    raise PredicateError(
+        name, f"no column {name!r} in the table (columns: {schema.names})", kind="column"
+    )
 
 
 def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:

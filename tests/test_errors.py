@@ -441,3 +441,11 @@ def test_a_corrupt_commit_on_s3_is_named_by_its_public_location(
         lq.DeltaTable(s3_table_uri, storage_options=s3_storage_options).snapshot()
     assert "00000000000000000001.json" in str(info.value)
     assert "lqs3" not in str(info.value)
+
+
+def test_a_column_listed_twice(tmp_path: Path) -> None:
+    # the engines disagreed: DuckDB returned it twice, pyarrow and Polars raised their own
+    kit = small_table(tmp_path / "t")
+    snap = lq.DeltaTable(kit.uri).snapshot()
+    with pytest.raises(lq.PredicateError, match="invalid column 'id': listed twice"):
+        snap.scan(columns=["id", "ID"])

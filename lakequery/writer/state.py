@@ -28,6 +28,7 @@ from lakequery.protocol.column_mapping import column_mapping_mode
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import (
     StructType,
+    iter_fields,
     parse_schema,
     to_arrow_schema,
     void_layout_problem,
@@ -167,13 +168,15 @@ class WriteState:
 
         Raises:
             UnsupportedFeatureError: the table uses a feature lakequery cannot write under.
-            SchemaError: a schema no data file may be written under (``void`` rules), or
-                a column named like lakequery's own (:func:`refuse_reserved_names`).
+            SchemaError: a schema no data file may be written under (``void`` rules), a
+                column named like lakequery's own (:func:`refuse_reserved_names`) or a
+                field with an empty name.
 
         Example:
             >>> from lakequery.metadata import Metadata
             >>> from lakequery.protocol.features import Protocol
-            >>> md = Metadata("id", '{"type":"struct","fields":[]}', (),
+            >>> md = Metadata("id", '{"type":"struct","fields":[{"name":"a","type":"long",'
+            ...               '"nullable":true,"metadata":{}}]}', (),
             ...               {"delta.parquet.compression.codec": "snappy"})
             >>> WriteState.for_table("memory://t", md, Protocol(1, 2)).compression
             'snappy'
@@ -186,6 +189,10 @@ class WriteState:
         if problem:
             raise SchemaError(f"no data file can be written: {problem} (digest §8.3)")
         refuse_reserved_names(metadata.schema.names, "the table")
+        empty = next((path for path, f in iter_fields(metadata.schema) if not f.name), None)
+        if empty is not None:  # DuckDB cannot name it: rewrites lost its values
+            where = ".".join(empty[:-1]) or "the table"
+            raise SchemaError(f"{where} has a field with an empty name; rename it")
         config = dict(metadata.configuration)
         props = TableProperties(config)
         codec = props.compression_codec or "zstd"

@@ -916,3 +916,23 @@ def test_column_mapping_ids_of_the_data_are_not_taken_over(tmp_path: Path, mode:
         for f in lakequery.DeltaTable(copy).snapshot().metadata.schema
     ]
     assert len(set(ids)) == len(ids) == 4
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pa.table(
+            {
+                "id": [1],
+                "s": pa.array([{"a": 1, "": 5}], pa.struct([("a", pa.int64()), ("", pa.int64())])),
+            }
+        ),
+        pa.table({"id": [1], "": [2]}),
+    ],
+)
+def test_empty_field_names_are_refused(tmp_path: Path, data: pa.Table) -> None:
+    # DuckDB names such a field element2 in its Arrow output: OPTIMIZE and copy-on-write
+    # DML rewrote its values as NULL, and a top-level one failed DuckDB's parser
+    uri = str(tmp_path / "t")
+    with pytest.raises(lakequery.SchemaError, match="empty name"):
+        lakequery.write(uri, data)
