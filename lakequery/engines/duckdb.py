@@ -92,6 +92,10 @@ def _column_sql(
     if want == "TIMESTAMPWITHTIMEZONE" or want == "TIMESTAMPTZ":
         if have in ("TIMESTAMPWITHTIMEZONE", "TIMESTAMPTZ"):
             return ref
+        if "TIMEZONE" in have or have.startswith("TIMESTAMPTZ"):
+            # an instant at another precision (DuckDB 2.0 reads adjusted-to-UTC NANOS as
+            # TIMESTAMPTZ_NS): through TIMESTAMP it would take the session's time zone
+            return f"CAST({ref} AS {target})"
         if have.startswith("TIMESTAMP"):
             return f"timezone('UTC', CAST({ref} AS TIMESTAMP))"
     return f"CAST({ref} AS {target})"

@@ -54,7 +54,7 @@ _ROW_INDEX = "__lakequery_row"
 _CAST = pl.ScanCastOptions(
     integer_cast=["upcast", "allow-float"],
     float_cast="upcast",
-    datetime_cast=["nanosecond-downcast", "convert-timezone"],
+    datetime_cast=["nanosecond-downcast", "millisecond-upcast", "convert-timezone"],
     missing_struct_fields="insert",
     extra_struct_fields="ignore",
 )

@@ -221,7 +221,16 @@ def _merged_schema(paths: list[str], footers: list[pq.FileMetaData]) -> pa.Schem
         if fingerprint in done:
             continue  # one look per distinct footer schema
         done.add(fingerprint)
+        # INT96 is Spark's legacy encoding of an instant (its TimestampType), which Arrow
+        # reads without a zone: a timestamp column, not a timestamp_ntz one
+        int96 = {
+            md.schema.column(i).path
+            for i in range(md.num_columns)
+            if md.schema.column(i).physical_type == "INT96"
+        }
         for f in md.schema.to_arrow_schema():
+            if f.name in int96 and pa.types.is_timestamp(f.type) and f.type.tz is None:
+                f = f.with_type(pa.timestamp(f.type.unit, "UTC"))
             key = f.name.lower()
             if key not in seen:
                 seen[key] = (f, path)

@@ -338,3 +338,50 @@ def test_object_storage_convert_detail_repair(store: str, request: pytest.Fixtur
     assert dt_.repair().files_removed == ("g=2/b.parquet",)
     assert dt_.repair(dry_run=False).version == 1
     assert sorted(dt_.snapshot().scan().to_arrow()["id"].to_pylist()) == list(range(10))
+
+
+def test_int96_timestamps_are_instants(tmp_path: Path) -> None:
+    # Spark's legacy encoding of its TimestampType, read by Arrow without a zone: it was
+    # declared timestamp_ntz (and brought the timestampNtz feature)
+    folder = tmp_path / "int96"
+    folder.mkdir()
+    stamp = dt.datetime(2024, 11, 3, 5, 30)
+    t = pa.table({"id": [1], "ts": pa.array([stamp], pa.timestamp("ns"))})
+    pq.write_table(t, folder / "part-0.parquet", use_deprecated_int96_timestamps=True)
+    lq.convert_to_delta(str(folder))
+    snap = lq.DeltaTable(str(folder)).snapshot()
+    assert snap.metadata.schema["ts"].type.name == "timestamp"
+    assert not snap.protocol.supports("timestampNtz")
+    expected = stamp.replace(tzinfo=dt.timezone.utc)
+    assert snap.scan().to_arrow().column("ts").to_pylist() == [expected]
+
+
+@pytest.mark.parametrize("unit", ["ms", "ns"])
+def test_timestamps_stored_in_other_units_read_alike(tmp_path: Path, unit: str) -> None:
+    # MILLIS: Polars refused the files (Datetime('ms') != Datetime('us')); NANOS adjusted
+    # to UTC: DuckDB 2.0 reads them as TIMESTAMPTZ_NS, which the engine cast through the
+    # session's zone (a caller's connection in New York moved them by 4 hours, and
+    # OPTIMIZE rewrote them so in a process in that zone)
+    folder = tmp_path / unit
+    folder.mkdir()
+    stamp = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.timezone.utc)
+    t = pa.table(
+        {
+            "id": [1],
+            "ts": pa.array([stamp], pa.timestamp(unit, "UTC")),
+            "ntz": pa.array([stamp.replace(tzinfo=None)], pa.timestamp(unit)),
+        }
+    )
+    pq.write_table(t, folder / "part-0.parquet", coerce_timestamps=None if unit == "ns" else "ms")
+    lq.convert_to_delta(str(folder))
+    scan = lq.DeltaTable(str(folder)).snapshot().scan()
+    expected = [(1, stamp, stamp.replace(tzinfo=None))]
+    assert [tuple(r.values()) for r in scan.to_arrow().to_pylist()] == expected
+    assert [tuple(r.values()) for r in scan.to_polars().collect().to_dicts()] == expected
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'America/New_York'")
+    rel = scan.to_duckdb(con)
+    got = rel.project("id, CAST(ts AS VARCHAR), ntz").fetchall()
+    assert got == [(1, "2024-11-03 01:30:00-04", stamp.replace(tzinfo=None))]
