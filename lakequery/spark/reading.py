@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -310,6 +310,10 @@ class _Frame:
                     # the JVM as a java.sql.Timestamp, whose hybrid Julian calendar moved
                     # values before 1582-10-15 by days
                     value = value.isoformat(sep=" ")
+                elif isinstance(value, date):
+                    # PySpark spells a date with strftime('%Y'), which has no leading zeros
+                    # on Linux: the JVM refused the year 1 as '1-01-01'
+                    value = value.isoformat()
                 col = F.lit(value).cast(target)
             else:
                 col = F.col(quote_identifier(spec.physical))

@@ -542,3 +542,17 @@ def test_hive_layout_under_a_root_with_glob_characters(spark: Any, tmp_path: Pat
     got = same_as_lakequery(spark, uri)
     assert {r["p"] for r in got} == {"v0", "v1", "v2"}
     same_as_lakequery(spark, uri, filter="p = 'v1'")
+
+
+def test_date_partitions_before_the_year_1000(spark: Any, tmp_path: Path) -> None:
+    """PySpark spells a date literal with strftime('%Y'), unpadded on Linux: the JVM
+    refused '1-01-01' (a NULL partition keeps the read off the Hive-directory path)."""
+    import datetime as dt
+
+    uri = str(tmp_path / "old_dates")
+    days = [dt.date(1, 1, 1), dt.date(999, 12, 31), dt.date(1500, 3, 1), None]
+    lq.write(
+        uri, pa.table({"id": [0, 1, 2, 3], "d": pa.array(days, pa.date32())}), partition_by="d"
+    )
+    got = sorted((r.id, r.d) for r in lqs.read(spark, uri).collect())
+    assert got == list(enumerate(days))
