@@ -207,9 +207,15 @@ def head_cmd(
     as_of: str | None,
 ) -> None:
     """The first rows of the table."""
+    from lakequery.duckdb_databases import engine_cursor
+
     snap = open_snapshot(opts, path, version, as_of)
-    rel = snap.scan(columns=_columns(columns), filter=filter_).to_duckdb()
-    emit_arrow(opts.json, rel.limit(n).to_arrow_table())
+    con = engine_cursor(utc=True)  # timestamps in UTC, as stream/changes/history print them
+    try:
+        rel = snap.scan(columns=_columns(columns), filter=filter_).to_duckdb(con)
+        emit_arrow(opts.json, rel.limit(n).to_arrow_table())
+    finally:
+        con.close()
 
 
 @click.command("sql")

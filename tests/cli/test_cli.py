@@ -356,3 +356,25 @@ def test_ctrl_c_ends_a_followed_stream_with_the_interrupt_status(tmp_path: Path)
     assert proc.returncode == 130 and "Traceback" not in err
     bad = run("stream", uri, "--offset", "garbage", check=False)
     assert bad.returncode != 0 and repr(uri) in bad.stderr  # names the table
+
+
+def test_head_prints_timestamps_whatever_the_machines_zone(tmp_path: Path) -> None:
+    # head went through a DuckDB relation in the process's zone: New York printed
+    # 03:00:00-04:00 where stream, changes and history print UTC
+    import datetime as dt
+
+    uri = str(tmp_path / "t")
+    stamp = dt.datetime(2024, 3, 10, 7, 0, tzinfo=dt.timezone.utc)
+    lq.write(uri, pa.table({"id": [0], "ts": pa.array([stamp], pa.timestamp("us", "UTC"))}))
+    outputs = []
+    for zone in ("UTC", "America/New_York"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "lakequery.cli", "--json", "head", uri],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TZ": zone},
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(json.loads(proc.stdout))
+    assert outputs[0] == outputs[1] == [{"id": 0, "ts": "2024-03-10T07:00:00+00:00"}]
