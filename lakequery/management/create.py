@@ -107,6 +107,9 @@ def _with_ict_enablement(new: Metadata, old: Metadata) -> Metadata:
     return replace(new, configuration=config)
 
 
+_MAX_ID = "delta.columnMapping.maxColumnId"
+
+
 def create_table(
     uri: TableLocation,
     schema: Any,
@@ -132,11 +135,15 @@ def create_table(
     fields = delta_schema(schema)
     if identity:
         fields = identity_schema(fields, identity, partition_by=partition_by or ())
+    existing = latest_or_none(storage)
+    config = dict(configuration or {})
+    if existing is not None and _MAX_ID in existing.metadata.configuration:
+        # CREATE OR REPLACE: column ids only grow (digest: maxColumnId)
+        config.setdefault(_MAX_ID, existing.metadata.configuration[_MAX_ID])
     metadata, protocol = new_table(
-        fields, partition_by or (), configuration, name=name, description=description
+        fields, partition_by or (), config, name=name, description=description
     )
     clustering = None
-    existing = latest_or_none(storage)
     if cluster_by:  # liquid clustering: two more features and the delta.clustering domain
         from lakequery.clustering.create import clustering_for_new_table
         from lakequery.clustering.domain import CLUSTERING_DOMAIN, clustering_domain_name

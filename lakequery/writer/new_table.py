@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from lakequery.errors import SchemaError
 from lakequery.metadata import Metadata
+from lakequery.protocol.column_mapping import without_column_mapping
 from lakequery.protocol.features import Protocol, protocol_for, table_features_in_use
 from lakequery.protocol.properties import PropertyError, property_value_problem
 from lakequery.protocol.row_tracking_enablement import with_row_tracking_columns
@@ -91,7 +92,8 @@ def new_table_metadata(
     mode = (config.get("delta.columnMapping.mode") or "none").lower()
     if mode != "none":
         start = int(config.get("delta.columnMapping.maxColumnId") or 0)
-        schema, max_id = assign_column_mapping(schema, start)
+        # ids and physical names the given schema brings (another table's) are not kept
+        schema, max_id = assign_column_mapping(without_column_mapping(schema), start)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     return Metadata(
         id=str(uuid.uuid4()),

@@ -216,3 +216,24 @@ def test_bad_input_writes_nothing(uri: str, kwargs: dict[str, Any], error: type)
     with pytest.raises(error):
         lq.DeltaTable.create(uri, **args)
     assert not (Path(uri) / "_delta_log").exists()
+
+
+def test_create_assigns_its_own_column_ids_and_they_only_grow(tmp_path: Path) -> None:
+    # a schema taken from a column-mapped table kept its ids while maxColumnId said 0, so
+    # later columns reused them (deltalake refused the table); CREATE OR REPLACE restarted
+    # the ids at 1
+    config = {"delta.columnMapping.mode": "name"}
+    source = str(tmp_path / "source")
+    lq.write(source, pa.table({"a": [1], "b": [2], "c": [3]}), configuration=config)
+    schema = lq.DeltaTable(source).snapshot().scan(columns=["c"]).to_arrow().schema
+    uri = str(tmp_path / "t")
+    table = lq.DeltaTable.create(uri, schema, configuration=config)
+    table.alter.add_columns([pa.field("x", pa.int64()), pa.field("y", pa.int64())])
+    ids = [f.metadata["delta.columnMapping.id"] for f in table.snapshot().metadata.schema]
+    assert ids == [1, 2, 3]
+    lq.DeltaTable.create(
+        uri, pa.schema([("z", pa.int64())]), configuration=config, mode="overwrite"
+    )
+    snap = lq.DeltaTable(uri).snapshot()
+    assert [f.metadata["delta.columnMapping.id"] for f in snap.metadata.schema] == [4]
+    assert snap.metadata.configuration["delta.columnMapping.maxColumnId"] == "4"
