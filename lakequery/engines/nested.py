@@ -13,7 +13,14 @@ import duckdb
 
 from lakequery.engines.sql_types import duckdb_type, quote_ident
 from lakequery.protocol.column_mapping import ColumnMappingMode, physical_name
-from lakequery.protocol.schema import ArrayType, DeltaType, MapType, StructType, to_arrow_type
+from lakequery.protocol.schema import (
+    ArrayType,
+    DeltaType,
+    MapType,
+    PrimitiveType,
+    StructType,
+    to_arrow_type,
+)
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyType
@@ -82,8 +89,12 @@ class PolarsRelabelError(NotImplementedError):
 
 
 def polars_can_relabel(t: DeltaType) -> bool:
-    """False for maps that hold structs (Polars has no lazy per-entry rewrite for maps)."""
+    """False for maps that hold structs (Polars has no lazy per-entry rewrite for maps),
+    and for structs with a void field (files leave it out: a positional rename of the
+    stored fields does not fit)."""
     if isinstance(t, StructType):
+        if any(isinstance(f.type, PrimitiveType) and f.type.name == "void" for f in t.fields):
+            return False
         return all(polars_can_relabel(f.type) for f in t.fields)
     if isinstance(t, ArrayType):
         return polars_can_relabel(t.element)

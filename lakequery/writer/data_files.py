@@ -274,7 +274,8 @@ def _check_nulls(arr: Any, t: DeltaType, nullable: bool, inherited: int, where: 
 
 
 def _hides_required(t: DeltaType, nullable: bool) -> bool:
-    """Whether a NOT NULL field sits below a nullable struct field (or list element): its
+    """Whether a NOT NULL field sits below a nullable struct field (or list element, map
+    value): its
     nulls under a null parent are allowed, but the Parquet writer refuses them."""
     if isinstance(t, StructType):
         return any(
@@ -283,6 +284,8 @@ def _hides_required(t: DeltaType, nullable: bool) -> bool:
         )
     if isinstance(t, ArrayType):
         return _hides_required(t.element, True)
+    if isinstance(t, MapType):
+        return _hides_required(t.value, True)
     return False
 
 
@@ -305,7 +308,14 @@ def _clear_hidden_nulls(arr: Any, t: DeltaType, required: bool = False) -> Any:
         return pa.Array.from_buffers(
             arr.type, len(arr), [validity, buffers[1]], offset=arr.offset, children=[values]
         )
-    if not required or not arr.null_count or isinstance(t, MapType):
+    if isinstance(t, MapType):  # the entries (never null): keys, then cleared values
+        entries = arr.values
+        value = _clear_hidden_nulls(entries.field(1), t.value)
+        cleared = pa.StructArray.from_arrays([entries.field(0), value], fields=list(entries.type))
+        return pa.Array.from_buffers(
+            arr.type, len(arr), [validity, buffers[1]], offset=arr.offset, children=[cleared]
+        )
+    if not required or not arr.null_count:
         return arr
     return pa.Array.from_buffers(arr.type, len(arr), [None, *buffers[1:]], 0, arr.offset)
 
