@@ -211,6 +211,34 @@ def _partition_values(
 # --- schema ------------------------------------------------------------------------------------
 
 
+def _int96_as_instants(md: pq.FileMetaData) -> pa.Schema:
+    """The file's Arrow schema, its INT96 columns (Spark's legacy encoding of an instant,
+    its TimestampType, which Arrow reads without a zone) as UTC timestamps, at any depth:
+    timestamp columns, not timestamp_ntz ones. Arrow's leaves come in the order of the
+    Parquet columns."""
+    int96 = iter([md.schema.column(i).physical_type == "INT96" for i in range(md.num_columns)])
+
+    def visit(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct(
+                [t.field(i).with_type(visit(t.field(i).type)) for i in range(t.num_fields)]
+            )
+        if pa.types.is_map(t):
+            key, item = t.key_field, t.item_field
+            return pa.map_(key.with_type(visit(key.type)), item.with_type(visit(item.type)))  # type: ignore[call-overload,no-any-return]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            make = pa.list_ if pa.types.is_list(t) else pa.large_list
+            return make(t.value_field.with_type(visit(t.value_type)))
+        if next(int96) and pa.types.is_timestamp(t) and t.tz is None:
+            return pa.timestamp(t.unit, "UTC")
+        return t
+
+    schema = md.schema.to_arrow_schema()
+    if not any(md.schema.column(i).physical_type == "INT96" for i in range(md.num_columns)):
+        return schema
+    return pa.schema([f.with_type(visit(f.type)) for f in schema])
+
+
 def _merged_schema(paths: list[str], footers: list[pq.FileMetaData]) -> pa.Schema:
     """The union of the files' columns; a type that differs between files is refused."""
     seen: dict[str, tuple[pa.Field[Any], str]] = {}  # lower name -> (field, first file)
@@ -221,16 +249,7 @@ def _merged_schema(paths: list[str], footers: list[pq.FileMetaData]) -> pa.Schem
         if fingerprint in done:
             continue  # one look per distinct footer schema
         done.add(fingerprint)
-        # INT96 is Spark's legacy encoding of an instant (its TimestampType), which Arrow
-        # reads without a zone: a timestamp column, not a timestamp_ntz one
-        int96 = {
-            md.schema.column(i).path
-            for i in range(md.num_columns)
-            if md.schema.column(i).physical_type == "INT96"
-        }
-        for f in md.schema.to_arrow_schema():
-            if f.name in int96 and pa.types.is_timestamp(f.type) and f.type.tz is None:
-                f = f.with_type(pa.timestamp(f.type.unit, "UTC"))
+        for f in _int96_as_instants(md):
             key = f.name.lower()
             if key not in seen:
                 seen[key] = (f, path)

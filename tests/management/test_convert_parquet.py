@@ -346,11 +346,22 @@ def test_int96_timestamps_are_instants(tmp_path: Path) -> None:
     folder = tmp_path / "int96"
     folder.mkdir()
     stamp = dt.datetime(2024, 11, 3, 5, 30)
-    t = pa.table({"id": [1], "ts": pa.array([stamp], pa.timestamp("ns"))})
+    ns = pa.timestamp("ns")
+    t = pa.table(
+        {
+            "id": [1],
+            "ts": pa.array([stamp], ns),
+            "s": pa.array([{"ts": stamp}], pa.struct([("ts", ns)])),
+            "l": pa.array([[stamp]], pa.list_(ns)),
+        }
+    )
     pq.write_table(t, folder / "part-0.parquet", use_deprecated_int96_timestamps=True)
     lq.convert_to_delta(str(folder))
     snap = lq.DeltaTable(str(folder)).snapshot()
-    assert snap.metadata.schema["ts"].type.name == "timestamp"
+    schema = snap.metadata.schema
+    assert schema["ts"].type.name == "timestamp"
+    assert schema["s"].type["ts"].type.name == "timestamp"  # nested ones too
+    assert schema["l"].type.element.name == "timestamp"
     assert not snap.protocol.supports("timestampNtz")
     expected = stamp.replace(tzinfo=dt.timezone.utc)
     assert snap.scan().to_arrow().column("ts").to_pylist() == [expected]
