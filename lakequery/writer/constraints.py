@@ -59,6 +59,9 @@ _TOKENS = re.compile(
 _SPARK_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
 _SPARK_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[0-3][0-7]{2}|.)", re.DOTALL)
 _LIKE_BEFORE = re.compile(r"(?i)\b(?:like|ilike)\s*$")
+#: Quoted text, or a subscript (group 1 set when its key is a string: a map lookup, the
+#: same in both dialects; a number may index an array, from 0 in Spark and 1 in DuckDB).
+_SUBSCRIPT = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|\[\s*(')?""")
 
 
 def _spark_unescape(body: str) -> str:
@@ -85,8 +88,9 @@ def spark_to_duckdb(sql: str, *, feature: str = "checkConstraints") -> str:
     ``substring`` calls get Spark's semantics (:mod:`lakequery.writer.spark_functions`).
 
     Raises:
-        UnsupportedFeatureError: (for ``feature``) an ``x[i]`` subscript: Spark's arrays
-            count from 0 and DuckDB's lists from 1, and the text does not say which.
+        UnsupportedFeatureError: (for ``feature``) an ``x[i]`` subscript that is not a
+            string key: Spark's arrays count from 0 and DuckDB's lists from 1, and the
+            text does not say whether ``x`` is an array or a map.
 
     Example:
         >>> spark_to_duckdb('`my col` <=> "it\\'s"')
@@ -110,7 +114,7 @@ def spark_to_duckdb(sql: str, *, feature: str = "checkConstraints") -> str:
         return literal
 
     translated = _TOKENS.sub(repl, sql)
-    if "[" in re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "", translated):
+    if any(m.group(1) is None for m in _SUBSCRIPT.finditer(translated) if m.group(0)[0] == "["):
         raise UnsupportedFeatureError(
             feature,
             operation="write",

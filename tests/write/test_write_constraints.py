@@ -185,6 +185,15 @@ def test_spark_literals_and_like_patterns(
         write_data_files(pa.table({"id": [1], "name": [refused]}), state)
 
 
+def test_map_lookups_by_string_key_are_kept(root: str) -> None:
+    # the same in both dialects (only an array index differs)
+    schema = pa.schema([("m", pa.map_(pa.string(), pa.int64()))])
+    state = make_state(root, schema, configuration={"delta.constraints.c": "m['a'] > 0"})
+    assert write_data_files(pa.table({"m": pa.array([[("a", 1)]], schema.field("m").type)}), state)
+    with pytest.raises(ConstraintViolationError):
+        write_data_files(pa.table({"m": pa.array([[("a", -7)]], schema.field("m").type)}), state)
+
+
 def test_subscripts_are_refused(root: str) -> None:
     # Spark's arr[1] is the second element, DuckDB's the first: refused, not misread
     schema = pa.schema([("arr", pa.list_(pa.int64()))])
