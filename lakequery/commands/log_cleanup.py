@@ -115,7 +115,11 @@ def cleanup_expired_logs(
     metadata, protocol = table
     config = dict(metadata.configuration)
     props = TableProperties(config)
-    retention = props.log_retention_ms if retention_ms is None else int(retention_ms)
+    retention = (
+        props.retention_ms("delta.logRetentionDuration")
+        if retention_ms is None
+        else int(retention_ms)
+    )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = ((now - retention) // _DAY_MS) * _DAY_MS
     infos = storage.list_from(log_dir(storage), "")

@@ -193,7 +193,7 @@ def vacuum(
             meta, proto = state.metadata, state.protocol
             check_table_writable(proto, meta.schema, meta.configuration)  # vacuumProtocolCheck
             props = TableProperties(meta.configuration)
-            table_ms = props.deleted_file_retention_ms
+            table_ms = props.retention_ms("delta.deletedFileRetentionDuration")
             if retention_hours is not None and not retention_hours >= 0:  # NaN included
                 raise ValueError(f"retention_hours must not be negative, not {retention_hours}")
             retention_ms = (

@@ -152,21 +152,31 @@ class TableProperties:
     def checkpoint_interval(self) -> int:
         return int(self._get("delta.checkpointInterval") or 10)
 
-    def _retention_ms(self, key: str, default: str) -> int:
-        # what VACUUM, log cleanup and checkpoints delete or drop by: a negative one (which
-        # lakequery refuses to set, as Delta does) would put the cutoff in the future
-        ms = parse_interval_ms(self._get(key) or default)
+    def retention_ms(self, key: str) -> int:
+        """A retention VACUUM or log cleanup deletes by; a negative one (another writer's:
+        lakequery refuses to set it, as Delta does) would put the cutoff in the future.
+
+        Raises:
+            PropertyError: the table holds a negative one.
+        """
+        ms = (
+            self.deleted_file_retention_ms
+            if key == "delta.deletedFileRetentionDuration"
+            else self.log_retention_ms
+        )
         if ms < 0:
             raise PropertyError(f"{key} must not be negative, not {self._get(key)!r}")
         return ms
 
     @property
     def deleted_file_retention_ms(self) -> int:
-        return self._retention_ms("delta.deletedFileRetentionDuration", "interval 1 week")
+        return parse_interval_ms(
+            self._get("delta.deletedFileRetentionDuration") or "interval 1 week"
+        )
 
     @property
     def log_retention_ms(self) -> int:
-        return self._retention_ms("delta.logRetentionDuration", "interval 30 days")
+        return parse_interval_ms(self._get("delta.logRetentionDuration") or "interval 30 days")
 
     @property
     def set_transaction_retention_ms(self) -> int | None:

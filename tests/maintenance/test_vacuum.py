@@ -180,13 +180,20 @@ def test_negative_table_retention_is_refused(tmp_path: Path) -> None:
     first = json.loads(
         next(line for line in _log(uri, 0).read_text().splitlines() if "metaData" in line)
     )
-    first["metaData"]["configuration"] = {"delta.deletedFileRetentionDuration": "interval -1 days"}
+    first["metaData"]["configuration"] = {
+        "delta.deletedFileRetentionDuration": "interval -1 days",
+        "delta.logRetentionDuration": "interval -1 days",
+    }
     _log(uri, 1).write_text(json.dumps(first) + "\n")
     inflight = Path(uri) / "part-00000-inflight.parquet"
     inflight.write_bytes(b"PAR1")
     with pytest.raises(PropertyError, match="deletedFileRetentionDuration must not be negative"):
         lq.DeltaTable(uri).vacuum(dry_run=False)
     assert inflight.exists()
+    lq.DeltaTable(uri).checkpoint()  # checkpoints are still written
+    with pytest.raises(PropertyError, match="logRetentionDuration must not be negative"):
+        lq.DeltaTable(uri).cleanup_log()
+    assert _log(uri, 0).exists()
     assert lq.DeltaTable(uri).snapshot().scan().to_arrow().num_rows == 1  # still readable
 
 
