@@ -279,15 +279,17 @@ def write_options(options: Mapping[str, str], *, overwrite: bool) -> WriteOption
         tuple(p.strip() for p in parts.split(",") if p.strip()) if parts is not None else None
     )
     merge = _bool(opts, "mergeschema", "mergeSchema")
-    replace_schema = _bool(opts, "overwriteschema", "overwriteSchema")
+    predicate = (opts.get("replacewhere") or "").strip() or None
+    # as in Delta, overwriteSchema has no effect beside replaceWhere (the kept rows keep
+    # the schema), and wins over mergeSchema otherwise
+    replace_schema = _bool(opts, "overwriteschema", "overwriteSchema") and predicate is None
     schema_mode: SchemaMode | None = None
     if replace_schema and overwrite:
-        schema_mode = "overwrite"  # as in Delta: overwriteSchema wins over mergeSchema
+        schema_mode = "overwrite"
     elif replace_schema:
         raise ValueError("overwriteSchema=true needs mode('overwrite')")
     elif merge:
         schema_mode = "merge"
-    predicate = (opts.get("replacewhere") or "").strip() or None
     if predicate is not None and not overwrite:
         raise ValueError("replaceWhere needs mode('overwrite')")
     app_id = (opts.get("txnappid") or "").strip() or None

@@ -905,3 +905,16 @@ def test_readme_spark_data_source_example_runs(
     assert len(promised) == 4
     exec(compile(code, "README.md[Spark data source]", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.split() == promised
+
+
+def test_overwrite_schema_has_no_effect_beside_replace_where() -> None:
+    # Delta ignores overwriteSchema when replaceWhere is given (the kept rows keep the
+    # schema); it was mapped to schema_mode='overwrite', which lq.write refuses there
+    from lakequery.spark.datasource_options import write_options
+
+    opts = {"path": "/x", "replaceWhere": "day = 'mon'", "overwriteSchema": "true"}
+    parsed = write_options(opts, overwrite=True)
+    assert parsed.schema_mode is None and parsed.predicate == "day = 'mon'"
+    assert write_options({"path": "/x", "overwriteSchema": "true"}, overwrite=True).schema_mode == (
+        "overwrite"
+    )
