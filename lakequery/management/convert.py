@@ -216,7 +216,11 @@ def _int96_as_instants(md: pq.FileMetaData) -> pa.Schema:
     its TimestampType, which Arrow reads without a zone) as UTC timestamps, at any depth:
     timestamp columns, not timestamp_ntz ones. Arrow's leaves come in the order of the
     Parquet columns."""
-    int96 = iter([md.schema.column(i).physical_type == "INT96" for i in range(md.num_columns)])
+    flags = [md.schema.column(i).physical_type == "INT96" for i in range(md.num_columns)]
+    schema = md.schema.to_arrow_schema()
+    if not any(flags):
+        return schema
+    int96 = iter(flags)
 
     def visit(t: pa.DataType) -> pa.DataType:
         if pa.types.is_struct(t):
@@ -233,9 +237,6 @@ def _int96_as_instants(md: pq.FileMetaData) -> pa.Schema:
             return pa.timestamp(t.unit, "UTC")
         return t
 
-    schema = md.schema.to_arrow_schema()
-    if not any(md.schema.column(i).physical_type == "INT96" for i in range(md.num_columns)):
-        return schema
     return pa.schema([f.with_type(visit(f.type)) for f in schema])
 
 

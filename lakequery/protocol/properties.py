@@ -159,11 +159,10 @@ class TableProperties:
         Raises:
             PropertyError: the table holds a negative one.
         """
-        ms = (
-            self.deleted_file_retention_ms
-            if key == "delta.deletedFileRetentionDuration"
-            else self.log_retention_ms
-        )
+        ms = {
+            "delta.deletedFileRetentionDuration": self.deleted_file_retention_ms,
+            "delta.logRetentionDuration": self.log_retention_ms,
+        }[key]
         if ms < 0:
             raise PropertyError(f"{key} must not be negative, not {self._get(key)!r}")
         return ms

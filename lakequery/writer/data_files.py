@@ -274,9 +274,8 @@ def _check_nulls(arr: Any, t: DeltaType, nullable: bool, inherited: int, where: 
 
 
 def _hides_required(t: DeltaType, nullable: bool) -> bool:
-    """Whether a NOT NULL field sits below a nullable struct field (or list element, map
-    value): its
-    nulls under a null parent are allowed, but the Parquet writer refuses them."""
+    """Whether a NOT NULL field sits below a nullable struct field, list element or map
+    value: its nulls under a null parent are allowed, but the Parquet writer refuses them."""
     if isinstance(t, StructType):
         return any(
             (nullable and not f.nullable) or _hides_required(f.type, f.nullable or nullable)

@@ -57,11 +57,7 @@ from lakequery.errors import IdentityColumnError, IdentityConflictError, SchemaE
 from lakequery.metadata import Metadata
 from lakequery.parquet_footers import SCHEMA_TAG, schema_fingerprint
 from lakequery.protocol.actions import total_records
-from lakequery.protocol.column_mapping import (
-    PHYSICAL_NAME_KEY,
-    physical_name,
-    without_column_mapping,
-)
+from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY, physical_name
 from lakequery.protocol.conflicts import IDENTITY_COMMIT_TAG
 from lakequery.protocol.schema import (
     PrimitiveType,
@@ -514,15 +510,15 @@ def declared_schema(
 
     Identity metadata the data brings along (Arrow fields read from another identity
     table) is dropped, as Spark's CREATE TABLE AS SELECT does: only ``identity`` declares
-    identity columns of a new table; so are column-mapping ids and physical names (the
-    table assigns its own).
+    identity columns of a new table (column-mapping ids and physical names are dropped by
+    :func:`~lakequery.writer.new_table.new_table_metadata`).
     """
     delta = StructType(
         tuple(
             replace(f, metadata={k: v for k, v in f.metadata.items() if k not in _KEYS})
             if any(k in f.metadata for k in _KEYS)
             else f
-            for f in without_column_mapping(from_arrow_schema(schema)).fields
+            for f in from_arrow_schema(schema).fields
         )
     )
     if not identity:

@@ -90,10 +90,11 @@ def new_table_metadata(
     above the ``maxColumnId`` of ``configuration``: a replaced table's ids only grow)."""
     config = with_row_tracking_columns(dict(configuration))
     mode = (config.get("delta.columnMapping.mode") or "none").lower()
+    # ids and physical names the given schema brings (another table's) are not kept
+    schema = without_column_mapping(schema)
     if mode != "none":
         start = int(config.get("delta.columnMapping.maxColumnId") or 0)
-        # ids and physical names the given schema brings (another table's) are not kept
-        schema, max_id = assign_column_mapping(without_column_mapping(schema), start)
+        schema, max_id = assign_column_mapping(schema, start)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     return Metadata(
         id=str(uuid.uuid4()),
