@@ -131,8 +131,9 @@ class Scan:
             if isinstance(columns, str):
                 raise TypeError("columns must be a sequence of names, not a string")
             self.columns = [_resolve_column(schema, c) for c in columns]
-            twice = next((c for i, c in enumerate(self.columns) if c in self.columns[:i]), None)
-            if twice is not None:  # the engines disagreed (two columns, or an error each)
+            if len(set(self.columns)) < len(self.columns):
+                # the engines disagreed (two columns, or an error each)
+                twice = next(c for i, c in enumerate(self.columns) if c in self.columns[:i])
                 raise PredicateError(twice, "listed twice in columns", kind="column")
         self.filter_source = filter
         self.filter: Expr | None = _bind_filter(filter, schema)

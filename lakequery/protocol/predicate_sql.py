@@ -7,7 +7,6 @@ from collections.abc import Callable
 from decimal import Decimal
 
 import pyarrow.types as pat
-from pyarrow.types import is_float64
 
 from lakequery.errors import PredicateError
 from lakequery.protocol.arrow_types import timestamp_type
@@ -130,7 +129,7 @@ def to_duckdb_sql(
                 wide = exact_integer_type
                 return f"(CAST({r(e.left)} AS {wide}) {e.op} CAST({r(e.right)} AS {wide}))"
             t = infer_type(e)
-            if t is not None and is_float64(t):  # DuckDB's FLOAT + INTEGER would be FLOAT
+            if t is not None and pat.is_float64(t):  # DuckDB's FLOAT + INTEGER would be FLOAT
                 return f"(CAST({r(e.left)} AS DOUBLE) {e.op} CAST({r(e.right)} AS DOUBLE))"
             return f"({r(e.left)} {e.op} {r(e.right)})"
         if isinstance(e, And | Or):

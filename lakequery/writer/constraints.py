@@ -265,7 +265,7 @@ class ConstraintChecker:
         for name, expr in self.generated.items():
             if name not in missing:
                 sql = f"{_quote((name,))} IS NOT DISTINCT FROM ({spark_to_duckdb(expr, feature=_GEN)})"
-                rules.append((Constraint(f"generated({name})", expr, "generatedColumns"), sql))
+                rules.append((Constraint(f"generated({name})", expr, _GEN), sql))
         if rules:
             self._check(data, rules)
         return data.combine_chunks().to_batches()[0]
@@ -273,7 +273,7 @@ class ConstraintChecker:
     def _compute(self, data: pa.Table, name: str) -> pa.Table:
         expr = self.generated[name]
         sql = f"SELECT ({spark_to_duckdb(expr, feature=_GEN)}) AS v FROM {_VIEW}"
-        values = self._query(data, sql, "generatedColumns", f"generated({name})").column(0)
+        values = self._query(data, sql, _GEN, f"generated({name})").column(0)
         target = to_arrow_type(self.schema[name].type)
         try:
             values = pc.cast(values, target)
