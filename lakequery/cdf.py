@@ -79,9 +79,7 @@ from lakequery.protocol.change_feed import (
     column_mapping_of,
     non_additive_change,
 )
-from lakequery.protocol.column_mapping import (
-    ColumnMappingMode,
-)
+from lakequery.protocol.column_mapping import MAX_ID_KEY, ColumnMappingMode
 from lakequery.protocol.features import Protocol, check_readable
 from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
@@ -541,7 +539,7 @@ def _change_metadata(metadata: Metadata, mode: ColumnMappingMode, cdc: bool) -> 
     doc = json.loads(metadata.schema_string)
     ids = [int(f.metadata.get("delta.columnMapping.id", 0) or 0) for f in metadata.schema]
     # above every id the table ever assigned (nested and dropped columns included)
-    high = int(metadata.configuration.get("delta.columnMapping.maxColumnId") or 0)
+    high = int(metadata.configuration.get(MAX_ID_KEY) or 0)
     next_id = max([*ids, high]) + 1
     for name in CHANGE_COLUMNS:
         md: dict[str, Any] = {}

@@ -56,6 +56,7 @@ from lakequery.protocol.schema import (
     PrimitiveType,
     StructField,
     StructType,
+    is_void,
 )
 from lakequery.protocol.sql_spelling import json_decimal_exact
 from lakequery.storage import Storage
@@ -264,7 +265,7 @@ def _null_counts(fields: Sequence[StructField], mode: str, ref: str) -> _StatsSt
             if child is None:
                 continue
             structure[name], expr, typ = child.structure, child.sql, child.arrow
-        elif isinstance(t, PrimitiveType) and t.name == "void":
+        elif is_void(t):
             continue
         elif isinstance(t, PrimitiveType | ArrayType | MapType):
             structure[name], expr, typ = "BIGINT", sub, pa.int64()
@@ -287,26 +288,15 @@ def _indexed(
     schema: StructType,
     partition_columns: Sequence[str],
     mode: str,
-    configuration: Mapping[str, str] | None,
+    configuration: Mapping[str, str],
 ) -> list[StructField]:
     """The schema's non-partition fields pruned to the leaves that get statistics under
     ``configuration`` (``delta.dataSkippingNumIndexedCols`` / ``StatsColumns``, as Delta
-    Spark's stats schema; None: every leaf), at most :data:`MAX_STATS_PARSED_DEPTH` deep."""
-    from lakequery.writer.stats import stats_columns
+    Spark's stats schema), at most :data:`MAX_STATS_PARSED_DEPTH` deep."""
+    from lakequery.writer.stats import configured_stats_columns
 
-    keep: set[tuple[str, ...]] | None = None
-    if configuration is not None:
-        props = TableProperties(dict(configuration))
-        keep = {
-            c.path
-            for c in stats_columns(
-                schema,
-                partition_columns,
-                mode,
-                num_indexed_cols=props.num_indexed_cols,
-                explicit=props.stats_columns,
-            )
-        }
+    props = TableProperties(dict(configuration))
+    keep = {c.path for c in configured_stats_columns(schema, partition_columns, mode, props)}
 
     def prune(fields: Sequence[StructField], prefix: tuple[str, ...]) -> list[StructField]:
         out = []
@@ -318,7 +308,7 @@ def _indexed(
                 inner = prune(f.type.fields, path)
                 if inner:
                     out.append(replace(f, type=StructType(tuple(inner))))
-            elif keep is None or path in keep:
+            elif path in keep:
                 out.append(f)
         return out
 
@@ -332,7 +322,7 @@ def stats_struct(
     mode: str,
     *,
     tight_bounds: bool,
-    configuration: Mapping[str, str] | None = None,
+    configuration: Mapping[str, str],
     ref: str = "__j",
 ) -> _StatsStruct:
     """The ``stats_parsed`` struct of a table: ``numRecords``, ``minValues``,

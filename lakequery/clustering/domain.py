@@ -158,7 +158,7 @@ def clustering_stats_problem(
     not clustered."""
     from lakequery.protocol.column_mapping import column_mapping_mode
     from lakequery.protocol.properties import TableProperties
-    from lakequery.writer.stats import stats_columns
+    from lakequery.writer.stats import configured_stats_columns
 
     clustered = physical_clustering_columns(snapshot)
     if not clustered:
@@ -166,11 +166,7 @@ def clustering_stats_problem(
     mode = column_mapping_mode(configuration, snapshot.protocol.supports("columnMapping"))
     props = TableProperties(dict(configuration))
     indexed = {
-        c.physical
-        for c in stats_columns(
-            schema, (), mode, num_indexed_cols=props.num_indexed_cols, explicit=props.stats_columns
-        )
-        if c.kind != "count"
+        c.physical for c in configured_stats_columns(schema, (), mode, props) if c.kind != "count"
     }
     for path, name in zip(clustered, logical_names(schema, clustered, mode), strict=True):
         if tuple(path) not in indexed:
@@ -215,7 +211,7 @@ def resolve_clustering_columns(
     """
     from lakequery.protocol.column_mapping import physical_name_map
     from lakequery.protocol.properties import TableProperties
-    from lakequery.writer.stats import stats_columns
+    from lakequery.writer.stats import configured_stats_columns
 
     if isinstance(names, str):
         raise TypeError("cluster_by takes a list of column names, not a string")
@@ -224,16 +220,7 @@ def resolve_clustering_columns(
             f"at most {MAX_CLUSTERING_COLUMNS} clustering columns, got {len(names)}: {list(names)}"
         )
     props = TableProperties(dict(configuration or {}))
-    with_stats = {
-        c.path: c.kind
-        for c in stats_columns(
-            schema,
-            (),
-            mode,
-            num_indexed_cols=props.num_indexed_cols,
-            explicit=props.stats_columns,
-        )
-    }
+    with_stats = {c.path: c.kind for c in configured_stats_columns(schema, (), mode, props)}
     physical = physical_name_map(schema, mode)
     parts = {p.lower() for p in partition_columns}
     by_lower = {f.name.lower(): f for f in schema.fields}

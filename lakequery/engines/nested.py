@@ -17,8 +17,8 @@ from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
     MapType,
-    PrimitiveType,
     StructType,
+    is_void,
     to_arrow_type,
 )
 
@@ -93,7 +93,7 @@ def polars_can_relabel(t: DeltaType) -> bool:
     and for structs with a void field (files leave it out: a positional rename of the
     stored fields does not fit)."""
     if isinstance(t, StructType):
-        if any(isinstance(f.type, PrimitiveType) and f.type.name == "void" for f in t.fields):
+        if any(is_void(f.type) for f in t.fields):
             return False
         return all(polars_can_relabel(f.type) for f in t.fields)
     if isinstance(t, ArrayType):

@@ -35,7 +35,10 @@ import pyarrow as pa
 from lakequery.errors import AlterTableError
 from lakequery.management.change import AlterChange
 from lakequery.metadata import Metadata
-from lakequery.protocol.column_mapping import PHYSICAL_NAME_KEY, without_column_mapping
+from lakequery.protocol.column_mapping import (
+    PHYSICAL_NAME_KEY,
+    without_column_mapping,
+)
 from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.schema import (
     ArrayType,
@@ -48,11 +51,10 @@ from lakequery.protocol.schema import (
 )
 from lakequery.snapshot import Snapshot
 from lakequery.writer.constraints import CHECK_PREFIX, GENERATION_KEY, INVARIANTS_KEY
-from lakequery.writer.schema_evolution import assign_column_mapping
+from lakequery.writer.schema_evolution import assign_column_ids
 
 ColumnPath = str | Sequence[str]
 MODE_KEY = "delta.columnMapping.mode"
-MAX_ID_KEY = "delta.columnMapping.maxColumnId"
 #: Column metadata an added column may not carry (existing rows could not satisfy it).
 _NOT_ADDABLE = (GENERATION_KEY, INVARIANTS_KEY, "delta.identity.", "CURRENT_DEFAULT")
 _SEGMENT = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")
@@ -193,10 +195,8 @@ def with_name_mapping(
         )
     kept = _physical_names_kept(schema)
     assert isinstance(kept, StructType)
-    mapped, max_id = assign_column_mapping(kept, int(config.get(MAX_ID_KEY) or 0))
     config[MODE_KEY] = "name"
-    config[MAX_ID_KEY] = str(max_id)
-    return mapped
+    return assign_column_ids(kept, config)
 
 
 def _references(text: str, name: str) -> bool:
@@ -308,8 +308,7 @@ def plan_add_columns(snapshot: Snapshot, fields: Any) -> AlterChange:
     schema = StructType((*meta.schema.fields, *added))
     config = dict(meta.configuration)
     if snapshot.column_mapping_mode != "none":
-        schema, max_id = assign_column_mapping(schema, int(config.get(MAX_ID_KEY) or 0))
-        config[MAX_ID_KEY] = str(max_id)
+        schema = assign_column_ids(schema, config)
     params = {"columns": [{"column": {"name": f.name}} for f in added]}
     return _commit_schema(snapshot, op, params, schema, config)
 

@@ -83,7 +83,7 @@ from lakequery.storage import Storage, TableLocation, open_storage
 from lakequery.txn import Transaction
 from lakequery.writer.new_table import new_table
 from lakequery.writer.partition_values import serialize_partition_values, uri_encode_path
-from lakequery.writer.stats import StatsCollector, StatsColumn, stats_columns
+from lakequery.writer.stats import StatsCollector, StatsColumn, configured_stats_columns
 
 if TYPE_CHECKING:
     from lakequery.table import DeltaTable
@@ -428,12 +428,7 @@ def convert_to_delta(
         description=description,
     )
     props = TableProperties(metadata.configuration)
-    columns = stats_columns(
-        metadata.schema,
-        metadata.partition_columns,
-        num_indexed_cols=props.num_indexed_cols,
-        explicit=props.stats_columns,
-    )
+    columns = configured_stats_columns(metadata.schema, metadata.partition_columns, "none", props)
     keys = [f.name for f in part_fields]
     sizes = files.column("size").to_pylist()
     times = files.column("modified_ms").to_pylist()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from lakequery.errors import AppendOnlyError, ClusteringError, TableAlreadyExistsError
+from lakequery.protocol.column_mapping import MAX_ID_KEY
 from lakequery.protocol.features import table_features_in_use, upgraded_protocol
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.schema import StructType, from_arrow_schema
@@ -107,9 +108,6 @@ def _with_ict_enablement(new: Metadata, old: Metadata) -> Metadata:
     return replace(new, configuration=config)
 
 
-_MAX_ID = "delta.columnMapping.maxColumnId"
-
-
 def create_table(
     uri: TableLocation,
     schema: Any,
@@ -137,9 +135,9 @@ def create_table(
         fields = identity_schema(fields, identity, partition_by=partition_by or ())
     existing = latest_or_none(storage)
     config = dict(configuration or {})
-    if existing is not None and _MAX_ID in existing.metadata.configuration:
+    if existing is not None and MAX_ID_KEY in existing.metadata.configuration:
         # CREATE OR REPLACE: column ids only grow (digest: maxColumnId)
-        config.setdefault(_MAX_ID, existing.metadata.configuration[_MAX_ID])
+        config.setdefault(MAX_ID_KEY, existing.metadata.configuration[MAX_ID_KEY])
     metadata, protocol = new_table(
         fields, partition_by or (), config, name=name, description=description
     )

@@ -41,6 +41,7 @@ from lakequery.protocol.schema import (
     StructType,
     is_arrow_list,
     is_variant,
+    is_void,
     to_arrow_field,
     to_arrow_type,
 )
@@ -52,6 +53,8 @@ FIELD_ID_KEY = b"PARQUET:field_id"
 ID_KEY = "delta.columnMapping.id"
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 NESTED_IDS_KEY = "delta.columnMapping.nested.ids"
+#: The table property holding the largest column id ever assigned (it only grows).
+MAX_ID_KEY = "delta.columnMapping.maxColumnId"
 
 _MODES: tuple[ColumnMappingMode, ...] = ("none", "name", "id")
 
@@ -202,7 +205,7 @@ def _physical_fields(
 ) -> list[pa.Field[Any]]:
     out = []
     for f in st.fields:
-        if f.name in exclude or (isinstance(f.type, PrimitiveType) and f.type.name == "void"):
+        if f.name in exclude or is_void(f.type):
             continue
         name = physical_name(f, mode)
         nested = f.metadata.get(NESTED_IDS_KEY)
@@ -430,7 +433,7 @@ def _conform(
     (data being written) no timestamp is truncated."""
     target = _arrow(t)
     src = arr.type
-    if isinstance(t, PrimitiveType) and t.name == "void":
+    if is_void(t):
         return pa.nulls(len(arr), pa.null())
     if is_variant(t):
         if not pa.types.is_struct(src):
@@ -574,6 +577,7 @@ def to_logical(
 __all__ = [
     "FIELD_ID_KEY",
     "ID_KEY",
+    "MAX_ID_KEY",
     "NESTED_IDS_KEY",
     "PHYSICAL_NAME_KEY",
     "VARIANT_FILE_TYPE",

@@ -380,11 +380,12 @@ def to_arrow_type(t: DeltaType) -> pa.DataType:
 
 def _arrow_child(name: str, t: DeltaType, nullable: bool) -> pa.Field[Any]:
     md = {ARROW_TYPE_KEY: json.dumps(type_to_json(t)).encode()} if _ambiguous(t) else None
-    return pa.field(name, to_arrow_type(t), nullable=nullable or _is_void(t), metadata=md)
+    # Arrow's null type is always nullable
+    return pa.field(name, to_arrow_type(t), nullable=nullable or is_void(t), metadata=md)
 
 
-def _is_void(t: DeltaType) -> bool:
-    # Arrow's null type is always nullable.
+def is_void(t: DeltaType) -> bool:
+    """True for the ``void`` type (an always-null column no data file stores, §8.3)."""
     return isinstance(t, PrimitiveType) and t.name == "void"
 
 
@@ -405,10 +406,10 @@ def void_layout_problem(schema: StructType, partition_columns: Iterable[str] = (
     """
 
     def walk(t: DeltaType, path: str, nested: bool) -> str | None:
-        if _is_void(t):
+        if is_void(t):
             return f"{path} is void inside an array or map" if nested else None
         if isinstance(t, StructType):
-            if all(_is_void(f.type) for f in t.fields):
+            if all(is_void(f.type) for f in t.fields):
                 return f"struct {path} has no field that is not void"
             return next(
                 (p for f in t.fields if (p := walk(f.type, f"{path}.{f.name}", nested))), None
@@ -425,7 +426,7 @@ def void_layout_problem(schema: StructType, partition_columns: Iterable[str] = (
         problem = walk(f.type, f.name, False)
         if problem:
             return problem
-    if all(_is_void(f.type) for f in data):
+    if all(is_void(f.type) for f in data):
         return "no column would be stored in data files (only void or partition columns)"
     return None
 
@@ -436,7 +437,7 @@ def without_void_fields(f: StructField) -> StructField:
     t = f.type
     if not isinstance(t, StructType):
         return f
-    kept = tuple(without_void_fields(c) for c in t.fields if not _is_void(c.type))
+    kept = tuple(without_void_fields(c) for c in t.fields if not is_void(c.type))
     if kept == t.fields:
         return f
     return StructField(f.name, StructType(kept), f.nullable, f.metadata)
@@ -453,7 +454,7 @@ def to_arrow_field(f: StructField) -> pa.Field[Any]:
         md[ARROW_METADATA_KEY] = json.dumps(dict(f.metadata), ensure_ascii=False).encode()
     if _ambiguous(f.type):
         md[ARROW_TYPE_KEY] = json.dumps(type_to_json(f.type)).encode()
-    nullable = f.nullable or _is_void(f.type)
+    nullable = f.nullable or is_void(f.type)
     return pa.field(f.name, to_arrow_type(f.type), nullable=nullable, metadata=md or None)
 
 

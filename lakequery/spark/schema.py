@@ -26,10 +26,10 @@ from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
     MapType,
-    PrimitiveType,
     StructField,
     StructType,
     is_geo,
+    is_void,
     type_to_json,
 )
 
@@ -84,11 +84,6 @@ def _json_field(f: StructField, *, physical: bool, mode: str) -> dict[str, Any]:
         "nullable": True,  # Spark's Arrow checks are strict; nullability is not enforced on read
         "metadata": metadata,
     }
-
-
-def is_void(t: DeltaType) -> bool:
-    """True for the ``void`` type (Spark's ``NullType``)."""
-    return isinstance(t, PrimitiveType) and t.name == "void"
 
 
 def spark_type(t: DeltaType) -> T.DataType:

@@ -88,7 +88,7 @@ from lakequery.writer.new_table import (
     new_table_metadata,
     split_configuration,
 )
-from lakequery.writer.schema_evolution import assign_column_mapping, reconcile
+from lakequery.writer.schema_evolution import assign_column_ids, reconcile
 from lakequery.writer.state import WriteState
 
 log = logging.getLogger("lakequery.write")
@@ -279,9 +279,7 @@ def plan_write(
     config = with_row_tracking_columns(config)
     new_schema = result.schema
     if result.changed and snapshot.column_mapping_mode != "none":
-        max_id = int(config.get("delta.columnMapping.maxColumnId") or 0)
-        new_schema, max_id = assign_column_mapping(new_schema, max_id)
-        config["delta.columnMapping.maxColumnId"] = str(max_id)
+        new_schema = assign_column_ids(new_schema, config)
     if result.widened:
         config["delta.enableTypeWidening"] = "true"
     if result.changed or config != dict(meta.configuration):

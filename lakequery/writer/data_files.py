@@ -52,8 +52,8 @@ from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
     MapType,
-    PrimitiveType,
     StructType,
+    is_void,
     to_arrow_field,
     type_to_json,
     without_void_fields,
@@ -71,7 +71,7 @@ from lakequery.writer.partition_values import (
     uri_encode_path,
 )
 from lakequery.writer.state import WriteState
-from lakequery.writer.stats import StatsCollector, stats_columns
+from lakequery.writer.stats import StatsCollector, configured_stats_columns
 
 #: Buffered bytes of one partition that trigger writing a row group.
 FLUSH_BYTES = 64 * 1024 * 1024
@@ -409,10 +409,7 @@ class _Writer:
         self.part_types = [schema[c].type for c in parts]
         self.part_names = [physical_name(schema[c], mode) for c in parts]
         self.data_columns = [
-            f.name
-            for f in schema.fields
-            if f.name not in parts
-            and not (isinstance(f.type, PrimitiveType) and f.type.name == "void")
+            f.name for f in schema.fields if f.name not in parts and not is_void(f.type)
         ]
         self.physical = physical_schema(schema, mode, exclude=parts)
         self.hiding_required = [
@@ -440,15 +437,7 @@ class _Writer:
             self.data_schema = self.data_schema.append(pa.field(name, pa.int64()))
         props = state.table_properties
         self.stats_columns = (
-            []
-            if self.change_data
-            else stats_columns(
-                schema,
-                parts,
-                mode,
-                num_indexed_cols=props.num_indexed_cols,
-                explicit=props.stats_columns,
-            )
+            [] if self.change_data else configured_stats_columns(schema, parts, mode, props)
         )
         self.prefix_length = props.string_prefix_length
         # Change rows copy rows that were (or become) table rows: nothing to check again.

@@ -30,7 +30,7 @@ from lakequery.protocol.features import Protocol, protocol_for, table_features_i
 from lakequery.protocol.properties import PropertyError, property_value_problem
 from lakequery.protocol.row_tracking_enablement import with_row_tracking_columns
 from lakequery.protocol.schema import PrimitiveType, StructType, schema_to_json
-from lakequery.writer.schema_evolution import assign_column_mapping
+from lakequery.writer.schema_evolution import assign_column_ids
 
 #: Creation-time pseudo-properties: they shape the protocol and are not stored.
 PSEUDO_PREFIXES = ("delta.feature.", "delta.minReaderVersion", "delta.minWriterVersion")
@@ -93,9 +93,7 @@ def new_table_metadata(
     # ids and physical names the given schema brings (another table's) are not kept
     schema = without_column_mapping(schema)
     if mode != "none":
-        start = int(config.get("delta.columnMapping.maxColumnId") or 0)
-        schema, max_id = assign_column_mapping(schema, start)
-        config["delta.columnMapping.maxColumnId"] = str(max_id)
+        schema = assign_column_ids(schema, config)
     return Metadata(
         id=str(uuid.uuid4()),
         schema_string=schema_to_json(schema),

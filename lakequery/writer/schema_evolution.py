@@ -37,7 +37,12 @@ from typing import Any
 import pyarrow as pa
 
 from lakequery.errors import SchemaMismatchError
-from lakequery.protocol.column_mapping import ID_KEY, PHYSICAL_NAME_KEY, without_column_mapping
+from lakequery.protocol.column_mapping import (
+    ID_KEY,
+    MAX_ID_KEY,
+    PHYSICAL_NAME_KEY,
+    without_column_mapping,
+)
 from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -233,3 +238,11 @@ def assign_column_mapping(schema: StructType, max_id: int) -> tuple[StructType, 
     out = visit_type(schema)
     assert isinstance(out, StructType)
     return out, counter[0]
+
+
+def assign_column_ids(schema: StructType, config: dict[str, str]) -> StructType:
+    """:func:`assign_column_mapping` above ``config``'s ``maxColumnId``, which it then
+    records in ``config`` (the largest id ever assigned: it only grows)."""
+    schema, max_id = assign_column_mapping(schema, int(config.get(MAX_ID_KEY) or 0))
+    config[MAX_ID_KEY] = str(max_id)
+    return schema

@@ -28,7 +28,15 @@ import pyarrow as pa
 
 from lakequery import arrow_kernels as pc
 from lakequery.protocol.column_mapping import physical_name_map
-from lakequery.protocol.schema import DecimalType, DeltaType, PrimitiveType, StructType, leaf_paths
+from lakequery.protocol.properties import TableProperties
+from lakequery.protocol.schema import (
+    DecimalType,
+    DeltaType,
+    PrimitiveType,
+    StructType,
+    is_void,
+    leaf_paths,
+)
 
 _KINDS = {
     **dict.fromkeys(["byte", "short", "integer", "long"], "int"),
@@ -66,10 +74,6 @@ def _kind(t: DeltaType) -> str:
     return "count"
 
 
-def _is_void(t: DeltaType) -> bool:
-    return isinstance(t, PrimitiveType) and t.name == "void"
-
-
 def stats_columns(
     schema: StructType,
     partition_columns: Collection[str] = (),
@@ -102,7 +106,7 @@ def stats_columns(
     leaves = [
         (path, t)
         for path, t in leaf_paths(schema)
-        if path[0] not in partition_columns and not _is_void(t)
+        if path[0] not in partition_columns and not is_void(t)
     ]
     if explicit is not None:
         wanted = [tuple(p.lower() for p in e) for e in explicit]
@@ -114,6 +118,23 @@ def stats_columns(
     elif num_indexed_cols >= 0:
         leaves = leaves[:num_indexed_cols]
     return [StatsColumn(path, names[path], _kind(t)) for path, t in leaves]
+
+
+def configured_stats_columns(
+    schema: StructType,
+    partition_columns: Collection[str],
+    mode: str,
+    properties: TableProperties,
+) -> list[StatsColumn]:
+    """:func:`stats_columns` as a table's ``delta.dataSkippingNumIndexedCols`` and
+    ``delta.dataSkippingStatsColumns`` choose them."""
+    return stats_columns(
+        schema,
+        partition_columns,
+        mode,
+        num_indexed_cols=properties.num_indexed_cols,
+        explicit=properties.stats_columns,
+    )
 
 
 # --- string truncation ------------------------------------------------------------------------
