@@ -32,6 +32,7 @@ from lakequery.arrow_buffers import int64_array, int_values, python_scalar
 from lakequery.duckdb_databases import engine_cursor, is_engine_cursor
 from lakequery.engines.deletion import deleted_rows
 from lakequery.engines.layout import (
+    MAX_UNION_GROUPS,
     ColumnSpec,
     FileGroup,
     column_specs,
@@ -225,10 +226,6 @@ def _declared_schema(
 
 #: Connections on which the engine has switched on DuckDB's Parquet metadata cache.
 _METADATA_CACHE_SET: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
-
-#: Above this many partition-value groups the files are read in one scan and joined with
-#: their partition values by file name, instead of one constant-folded scan per group.
-MAX_UNION_GROUPS = 64
 
 
 class _Branch(NamedTuple):

@@ -47,6 +47,13 @@ def column_specs(scan: Scan, names: Sequence[str] | None = None) -> list[ColumnS
     return out
 
 
+#: Above this many partition-value groups an engine reads the files in one scan and joins
+#: each row with its file's partition values, instead of one constant-folded scan per
+#: group: a scan costs each engine a fixed few milliseconds to plan (DuckDB: a
+#: ``read_parquet`` bind; Polars: a ``scan_parquet`` source), the join a hash probe per row.
+MAX_UNION_GROUPS = 64
+
+
 class FileGroup(NamedTuple):
     """Files that share one tuple of partition values."""
 
