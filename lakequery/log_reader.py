@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 import duckdb
 
@@ -21,8 +22,8 @@ from lakequery.duckdb_databases import private_cursor
 from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
-from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql
-from lakequery.protocol.sql_spelling import string_list
+from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql, root_prefixes
+from lakequery.protocol.sql_spelling import file_key, string_list
 from lakequery.storage import Storage
 from lakequery.storage.engine_errors import (
     log_storage_failure,
@@ -87,7 +88,10 @@ class LogReader:
         #: whether :meth:`load` materialised the parsed commits (small logs)
         self.materialized = False
         self._created: dict[str, str] = {}
-        self._schemas: dict[str, _Group] = {}  # checkpoint footers read by this reader
+        # checkpoint footers read by this reader: the struct tree, and the whole schema
+        # (types included) that decides which files one read_parquet can take together
+        self._schemas: dict[str, _Group] = {}
+        self._schema_keys: dict[str, tuple[Any, ...]] = {}
         storage.register_duckdb(con)
 
     # -- commits -------------------------------------------------------------------------------
@@ -317,49 +321,70 @@ class LogReader:
                 ) from exc
             return []  # the caller's full read reports the corrupt file
         base = self.storage.join("_delta_log", "_sidecars")
-        out = []
-        for (p,) in rows:
-            decoded = str(p)
-            if "/" in decoded or ":" in decoded:
-                raise CorruptLogError(base, f"sidecar path {decoded!r} is not a plain file name")
-            out.append(f"{base}/{decoded}")
-        return out
+        return [f"{base}/{_sidecar_name(str(p), base)}" for (p,) in rows]
 
     def _parquet_actions_sql(self, paths: Sequence[str], version: int) -> str:
-        schema = self._parquet_schema(paths[0])
-        exprs = []
-        for name in act.ACTIONS:
-            field = schema.fields.get(name)
-            exprs.append(f"{_project(_q(name), field, act.ACTIONS[name], name)} AS {_q(name)}")
-        files = string_list([self.storage.duckdb_path(p) for p in paths])
-        return (
-            f"SELECT CAST({int(version)} AS BIGINT) AS version, {', '.join(exprs)} "
-            f"FROM read_parquet({files}, union_by_name=true)"
-        )
+        """SQL reading the actions of checkpoint files (the parts of a multi-part
+        checkpoint, a V2 checkpoint's sidecars). Each file is projected by its own footer:
+        a column a file lacks is NULL in that file only (digest 7.3), so the files are read
+        in groups of one schema (one group for files a writer made alike) joined by UNION
+        ALL; one ``read_parquet`` over files of different shapes would take the first
+        file's projection for all, or make DuckDB unify their structs."""
+        self._read_parquet_schemas(paths)
+        groups: dict[tuple[Any, ...], list[str]] = {}
+        for p in paths:
+            groups.setdefault(self._schema_keys[p], []).append(p)
+        selects = []
+        for files in groups.values():
+            schema = self._schemas[files[0]]
+            exprs = []
+            for name in act.ACTIONS:
+                field = schema.fields.get(name)
+                exprs.append(f"{_project(_q(name), field, act.ACTIONS[name], name)} AS {_q(name)}")
+            listed = string_list([self.storage.duckdb_path(p) for p in files])
+            selects.append(
+                f"SELECT CAST({int(version)} AS BIGINT) AS version, {', '.join(exprs)} "
+                f"FROM read_parquet({listed})"
+            )
+        return " UNION ALL ".join(selects)
 
     def _parquet_schema(self, path: str) -> _Group:
-        schema = self._schemas.get(path)
-        if schema is None:
-            schema = self._schemas[path] = self._read_parquet_schema(path)
-        return schema
+        self._read_parquet_schemas([path])
+        return self._schemas[path]
 
-    def _read_parquet_schema(self, path: str) -> _Group:
-        """The checkpoint's Parquet schema tree, from DuckDB's ``parquet_schema`` (~1 ms; a
-        fresh process would spend ~12 ms importing ``pyarrow.parquet`` for it)."""
+    def _read_parquet_schemas(self, paths: Sequence[str]) -> None:
+        """Reads the Parquet schema trees of the ``paths`` not read yet, from DuckDB's
+        ``parquet_schema`` over all of them (~1 ms; a fresh process would spend ~12 ms
+        importing ``pyarrow.parquet`` for it)."""
+        todo = [p for p in paths if p not in self._schemas]
+        if not todo:
+            return
+        named = [self.storage.duckdb_path(p) for p in todo]
+        by_key = {file_key(n): p for n, p in zip(named, todo, strict=True)}
         sql = (
-            "SELECT name, num_children, repetition_type, converted_type, logical_type "
-            f"FROM parquet_schema({_lit(self.storage.duckdb_path(path))})"
+            "SELECT file_name, name, type, num_children, repetition_type, converted_type, "
+            f"logical_type FROM parquet_schema({string_list(named)})"
         )
         try:
             rows = self.con.execute(sql).fetchall()
         except duckdb.Error as exc:
+            if len(todo) > 1:  # name the file at fault (error path only)
+                for p in todo:
+                    self._read_parquet_schemas([p])
+            path = todo[0]
             raise_storage_failure(exc, path)
             if not self.storage.exists(path):
                 raise ObjectNotFoundError(path) from exc
             raise CorruptLogError(path, f"unreadable checkpoint: {_first_line(str(exc))}") from exc
-        if not rows:
-            raise CorruptLogError(path, "unreadable checkpoint: no Parquet schema")
-        return _schema_tree(rows)
+        per_file: dict[str, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            per_file.setdefault(by_key.get(file_key(row[0]), row[0]), []).append(row[1:])
+        for p in todo:
+            found = per_file.get(p)
+            if not found:
+                raise CorruptLogError(p, "unreadable checkpoint: no Parquet schema")
+            self._schema_keys[p] = tuple(found)
+            self._schemas[p] = _schema_tree([(r[0], *r[2:]) for r in found])
 
     # -- errors --------------------------------------------------------------------------------
     def _diagnose(
@@ -387,6 +412,24 @@ class LogReader:
                     f.path, _first_line(str(one))
                 )
         return failure or CorruptLogError(where, _first_line(msg))
+
+
+def _sidecar_name(path: str, base: str) -> str:
+    """The file name a sidecar action's URI-encoded ``path`` names in ``base``, the table's
+    ``_delta_log/_sidecars`` directory (digest 4.10): the name alone, as writers should
+    store it, or an absolute location in that directory.
+
+    Raises:
+        CorruptLogError: the path leaves that directory.
+    """
+    decoded = unquote(path)
+    name: str | None = decoded
+    if "/" in decoded or ":" in decoded:
+        prefix = next((p for p in root_prefixes(base) if decoded.startswith(p)), None)
+        name = None if prefix is None else decoded[len(prefix) :]
+    if not name or "/" in name or name in (".", ".."):
+        raise CorruptLogError(base, f"sidecar path {path!r} is not a file in {base}")
+    return name
 
 
 def _first_line(msg: str) -> str:

@@ -54,6 +54,7 @@ from lakequery.errors import ObjectNotFoundError, SchemaError, UnsupportedFeatur
 from lakequery.parquet_footers import SCHEMA_TAG
 from lakequery.protocol.column_mapping import ColumnMappingMode
 from lakequery.protocol.schema import PrimitiveType, has_variant
+from lakequery.protocol.sql_spelling import FILE_SCHEME, file_key
 from lakequery.storage.engine_errors import raise_storage_failure, storage_failure
 
 if TYPE_CHECKING:
@@ -146,7 +147,7 @@ def _schema_fingerprints(
     except duckdb.Error as exc:
         raise _missing_file(exc, locations) from exc
     by_file = dict(rows)
-    return [int(by_file[_file_key(p)]) for p in paths]
+    return [int(by_file[file_key(p)]) for p in paths]
 
 
 def _schema_representatives(
@@ -251,20 +252,11 @@ def materialized_column(i: int) -> str:
     return f"__lq_mat{i}"
 
 
-#: The scheme and slashes DuckDB may respell in ``filename`` (``x://a`` comes back as
-#: ``x:///a`` from some fsspec filesystems): file keys leave them out on both sides.
-_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:/+"
-
-
-def _file_key(location: str) -> str:
-    """The key of a DuckDB path in the tables joined on ``filename``."""
-    return re.sub(_SCHEME, "", location)
-
-
 def _file_key_sql(column: str) -> str:
-    """The same key of DuckDB's ``filename`` column (evaluated once per vector: the column
-    is constant within each file's vectors)."""
-    return f"regexp_replace({column}, '{_SCHEME}', '')"
+    """:func:`~lakequery.protocol.sql_spelling.file_key` of DuckDB's ``filename`` column,
+    the key of the tables joined on it (evaluated once per vector: the column is constant
+    within each file's vectors)."""
+    return f"regexp_replace({column}, '{FILE_SCHEME}', '')"
 
 
 #: Deleted rows are keyed ``file number * 2**32 + row`` (files of fewer than 2**32 rows).
@@ -445,7 +437,7 @@ class _Builder:
     def register_partitions(self) -> None:
         plan = self.scan.plan()
         parts = plan.files.column("partition_values").combine_chunks()
-        locs = [_file_key(self.storage.duckdb_path(p)) for p in plan.location_list]
+        locs = [file_key(self.storage.duckdb_path(p)) for p in plan.location_list]
         cols = {s.name: pc.struct_field(parts, s.name) for s in self.specs if s.partition}
         self.parts_table = self._register("parts", pa.table({"loc": locs} | cols))
 
@@ -479,7 +471,7 @@ class _Builder:
         if joined:
             number = {loc: i for i, loc in enumerate(order)}
             columns = {
-                "loc": [_file_key(self.storage.duckdb_path(p)) for p in joined],
+                "loc": [file_key(self.storage.duckdb_path(p)) for p in joined],
                 "num": pa.array([number[p] for p in joined], pa.int64()),
             }
             if self.row_ids:
@@ -810,7 +802,7 @@ def _relation(
                     deleted,
                     [g for g in with_dv if g.locations],
                     storage.duckdb_path,
-                    _file_key,
+                    file_key,
                 )
             except duckdb.Error as exc:
                 raise _missing_file(exc, list(deleted)) from exc

@@ -151,6 +151,11 @@ def check_readable(protocol: Protocol) -> None:
         raise ProtocolError(f"reader version 3 requires writer version 7, found {wv}")
     if rv == 3 and protocol.reader_features is None:
         raise ProtocolError("reader version 3 without readerFeatures")
+    if rv < 3 and protocol.reader_features:  # (an empty list says nothing: tolerated)
+        raise ProtocolError(
+            f"readerFeatures {sorted(protocol.reader_features)} with reader version {rv}: "
+            "features are listed only under reader version 3"
+        )
     for name in sorted(protocol.effective_reader_features()):
         support = FEATURES.get(name)
         if support is None or not support.read:

@@ -6,6 +6,7 @@ numbers DuckDB's ``from_json`` reads exactly (:func:`json_decimal_exact`)."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -118,3 +119,14 @@ def json_decimal_exact(precision: int) -> bool:
     """Whether a JSON decimal bound of ``precision`` digits reads exactly: always up to
     :data:`DOUBLE_DIGITS`, beyond only where :func:`json_decimals_exact`."""
     return precision <= DOUBLE_DIGITS or json_decimals_exact()
+
+
+#: The scheme and slashes DuckDB may respell in the file names it reports (``filename``,
+#: ``parquet_schema``'s ``file_name``: ``x://a`` comes back as ``x:///a`` from some fsspec
+#: filesystems): :func:`file_key` leaves them out.
+FILE_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:/+"
+
+
+def file_key(location: str) -> str:
+    """A DuckDB path as a key that matches the file names DuckDB reports for it."""
+    return re.sub(FILE_SCHEME, "", location)

@@ -40,6 +40,13 @@ def test_illegal_combinations() -> None:
         check_readable(Protocol(3, 5, (), None))
     with pytest.raises(ProtocolError):
         check_readable(Protocol(3, 7, None, ()))
+    # reader features are listed only under reader version 3 (digest 5.2)
+    for legacy in (1, 2):
+        with pytest.raises(ProtocolError, match="futureFeature"):
+            check_readable(Protocol(legacy, 7, ("futureFeature",), ("futureFeature",)))
+        with pytest.raises(ProtocolError, match="deletionVectors"):
+            check_readable(Protocol(legacy, 7, ("deletionVectors",), ("deletionVectors",)))
+        check_readable(Protocol(legacy, 7, (), ()))  # an empty list says nothing
 
 
 def test_legacy_versions_imply_features() -> None:
