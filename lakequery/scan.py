@@ -130,7 +130,9 @@ class Scan:
         else:
             if isinstance(columns, str):
                 raise TypeError("columns must be a sequence of names, not a string")
-            self.columns = [_resolve_column(schema, c) for c in columns]
+            names = schema.names  # (a new list at each call: not per column)
+            lowered = {n.lower(): n for n in reversed(names)}
+            self.columns = [_resolve_column(names, set(names), lowered, c) for c in columns]
             if len(set(self.columns)) < len(self.columns):
                 # the engines disagreed (two columns, or an error each)
                 twice = next(c for i, c in enumerate(self.columns) if c in self.columns[:i])
@@ -255,15 +257,15 @@ class Scan:
         return polars_frame(self)
 
 
-def _resolve_column(schema: pa.Schema, name: str) -> str:
-    if name in schema.names:
+def _resolve_column(names: list[str], exact: set[str], lowered: dict[str, str], name: str) -> str:
+    """``name`` among the table's column ``names`` (``exact``: as a set; ``lowered``: the
+    first name of each lower-case spelling), matched exactly, else case-insensitively."""
+    if name in exact:
         return name
-    lowered = {n.lower(): n for n in schema.names}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
-    raise PredicateError(
-        name, f"no column {name!r} in the table (columns: {schema.names})", kind="column"
-    )
+    found = lowered.get(name.lower())
+    if found is not None:
+        return found
+    raise PredicateError(name, f"no column {name!r} in the table (columns: {names})", kind="column")
 
 
 def _bind_filter(filter: str | pc.Expression | None, schema: pa.Schema) -> Expr | None:

@@ -125,6 +125,10 @@ def case_clash(names: Iterable[str]) -> tuple[str, str] | None:
     return None
 
 
+#: Up to this many fields a struct finds a field by name in a loop; wider ones keep a dict.
+_FEW_FIELDS = 32
+
+
 @dataclass(frozen=True)
 class StructType(DeltaType):
     """An ordered sequence of uniquely named (case-insensitively) fields."""
@@ -144,7 +148,13 @@ class StructType(DeltaType):
 
     def get(self, name: str) -> StructField | None:
         """The field called ``name`` (exact match), or None."""
-        return next((f for f in self.fields if f.name == name), None)
+        if len(self.fields) <= _FEW_FIELDS:
+            return next((f for f in self.fields if f.name == name), None)
+        by_name: dict[str, StructField] | None = self.__dict__.get("_by_name")
+        if by_name is None:  # built on first use: wide structs are looked up per column
+            by_name = {f.name: f for f in self.fields}
+            object.__setattr__(self, "_by_name", by_name)
+        return by_name.get(name)
 
     def __getitem__(self, name: str) -> StructField:
         found = self.get(name)

@@ -579,3 +579,25 @@ def test_module_doctests() -> None:
     result = doctest.testmod(schema_mod, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 5
     assert result.failed == 0
+
+
+def test_wide_struct_finds_fields_by_exact_name() -> None:
+    """Past a few fields a struct keeps its fields by name (built on first lookup); the
+    lookup stays exact and follows copies, pickles and replaced fields."""
+    import dataclasses
+    import pickle
+
+    from lakequery.protocol.schema import PrimitiveType, StructField, StructType
+
+    fields = tuple(StructField(f"c{i}", PrimitiveType("long")) for i in range(100))
+    wide = StructType(fields)
+    assert wide.get("c77") is fields[77]
+    assert wide.get("C77") is None and wide.get("c100") is None
+    assert wide["c0"] is fields[0]
+    again = pickle.loads(pickle.dumps(wide))
+    assert again == wide and again.get("c99") == fields[99]
+    renamed = dataclasses.replace(
+        wide, fields=(StructField("x", PrimitiveType("integer")), *fields[1:])
+    )
+    assert renamed.get("c0") is None and renamed.get("x") is not None
+    assert wide.get("c0") is fields[0]
