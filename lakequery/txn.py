@@ -33,7 +33,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
@@ -41,6 +41,7 @@ from urllib.parse import unquote
 from lakequery.clustering.domain import CLUSTERING_DOMAINS
 from lakequery.errors import (
     AppendOnlyError,
+    CommitConflictError,
     CommitError,
     CommitRetriesExhaustedError,
     ObjectNotFoundError,
@@ -59,6 +60,7 @@ from lakequery.protocol.conflicts import (
     check_winner,
 )
 from lakequery.protocol.features import Protocol, check_table_writable
+from lakequery.protocol.log_files import LogFile
 from lakequery.protocol.properties import TableProperties, parse_bool
 from lakequery.row_tracking.columns import commit_tags
 from lakequery.snapshot import Snapshot
@@ -494,6 +496,8 @@ class Transaction:
             if self._metadata is not None and self._protocol is not None
             else []
         )
+        if version > 0 and not self.storage.exists(commit_path(self.storage, version - 1)):
+            self._refuse_removed_winner(version, list_log(self.storage, version).commits)
         for attempt in range(1, max_attempts + 1):
             outcome = self.try_commit(version)
             if outcome.committed:
@@ -504,6 +508,8 @@ class Transaction:
                     return CommitResult(0, attempt, checked, False)
                 raise TableAlreadyExistsError(self.storage.root)
             winners = list_log(self.storage, version).commits
+            if not any(info.version == version for info in winners):
+                self._refuse_removed_winner(version, winners)
             for info in winners:
                 if info.version < version:
                     continue
@@ -529,6 +535,30 @@ class Transaction:
                 version += 1
             time.sleep(min(1.0, 0.005 * 2 ** min(attempt, 8)) * random.random())
         raise CommitRetriesExhaustedError(self.storage.root, max_attempts, version)
+
+    def _refuse_removed_winner(self, version: int, listed: Sequence[LogFile]) -> None:
+        """Raises when commits from ``version`` on (``listed``) were written and then
+        removed by log cleanup while this transaction was open (past the log retention,
+        or a cleanup with a short one): the commit file of ``version`` (or of the read
+        version, before the first attempt) is gone while later ones exist. A put of
+        ``version`` would then succeed below the newer commits and checkpoint, and no
+        reader would ever see it. Otherwise (nothing later, or a winner not yet listed but
+        readable: a listing that lags) it returns and the caller goes on.
+
+        Raises:
+            CommitConflictError: the concurrent commits cannot be checked for conflicts.
+        """
+        later = [info.version for info in listed if info.version >= version]
+        if not later or self.storage.exists(commit_path(self.storage, version)):
+            return
+        raise CommitConflictError(
+            self.storage.root,
+            self.read_version,
+            min(later) if later else version,
+            f"the commit of version {version} and possibly later ones were removed by log "
+            "cleanup while this transaction was open: they cannot be checked for "
+            "conflicts; read the table again",
+        )
 
     def _is_own_commit(self, version: int) -> bool:
         """Whether the commit file of ``version`` is this transaction's (by txnId)."""

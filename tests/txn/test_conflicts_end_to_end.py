@@ -309,3 +309,59 @@ def test_schema_merging_append_beside_an_append(
     wider = _rows([8], "c").append_column("note", pa.array(["x"]))
     lq.write(uri, wider, mode="append", schema_mode="merge")
     assert _ids(uri) == [1, 2, 3, 7, 8]
+
+
+def _others_commit_and_clean_up(uri: str, commits: int = 4) -> None:
+    """Other writers commit and checkpoint; then a log cleanup with a short retention
+    removes every commit below the checkpoint (they are made to look a day old)."""
+    import os
+    import time
+
+    for i in range(commits):
+        lq.write(uri, _rows([100 + i]), mode="append")
+    lq.DeltaTable(uri).checkpoint()
+    log = Path(uri) / "_delta_log"
+    day_ago = time.time() - 26 * 3600
+    for f in log.glob("*.json"):
+        os.utime(f, (day_ago, day_ago))
+    assert lq.DeltaTable(uri).cleanup_log(retention_hours=1).files_deleted
+
+
+def test_a_commit_never_lands_in_a_gap_log_cleanup_left(tmp_path: Path) -> None:
+    """A transaction open while others commit and log cleanup removes their commits would
+    otherwise create the commit of its read version + 1 below the checkpoint, where no
+    reader sees it: it fails as a conflict instead, and nothing of it is visible."""
+    uri = _table(tmp_path)
+    second = _stage(uri, _rows([7]), mode="append")
+    _others_commit_and_clean_up(uri)
+    version, ids = _version(uri), _ids(uri)
+    with pytest.raises(CommitConflictError, match="removed by log cleanup"):
+        lq.commit_write(*second)
+    assert (_version(uri), _ids(uri)) == (version, ids)
+    assert not (Path(uri) / "_delta_log" / f"{1:020d}.json").exists()
+
+
+def test_a_winner_removed_by_log_cleanup_after_a_lost_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race for read version + 1 is lost, and log cleanup removes the winner before
+    it is read: the next attempt would succeed in the gap; it is a conflict instead."""
+    from lakequery import txn as txn_module
+
+    uri = _table(tmp_path)
+    second = _stage(uri, _rows([7]), mode="append")
+    lq.write(uri, _rows([100]), mode="append")  # wins version 1
+    listing = txn_module.list_log
+    cleaned: list[bool] = []
+
+    def clean_first(storage: Any, version: int) -> Any:
+        if not cleaned:
+            cleaned.append(True)
+            _others_commit_and_clean_up(uri, commits=2)
+        return listing(storage, version)
+
+    monkeypatch.setattr(txn_module, "list_log", clean_first)
+    with pytest.raises(CommitConflictError, match="removed by log cleanup"):
+        lq.commit_write(*second)
+    assert cleaned and 7 not in _ids(uri)
+    assert not (Path(uri) / "_delta_log" / f"{1:020d}.json").exists()
