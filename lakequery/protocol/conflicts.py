@@ -240,7 +240,16 @@ def check_winner(
                 "both generated identity values above the same high-water mark "
                 "(regenerate them above the winner's mark and retry)",
             )
-        if not (winner.identity_only_metadata and not own.changes_metadata):
+        if winner.identity_only_metadata and own.changes_metadata:
+            # an append that generated identity values: this transaction's metadata would
+            # take back the winner's high-water mark, so it plans again (ALTER does) on
+            # the latest version, as after any concurrent append
+            fail(
+                ConcurrentAppendError,
+                "it appended rows with generated identity values (a new high-water mark) "
+                "that this transaction's metadata change would take back",
+            )
+        if not winner.identity_only_metadata:
             fail(MetadataChangedError, "it changed the table metadata")
     # 3. domains
     clash = sorted((own.domains & set(winner.domains)) - {ROW_TRACKING_DOMAIN})

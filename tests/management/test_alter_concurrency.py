@@ -211,3 +211,26 @@ def test_in_commit_timestamp_enablement_version_follows_the_retry(
     path = Path(uri) / "_delta_log" / f"{2:020d}.json"
     info = json.loads(path.read_text().splitlines()[0])["commitInfo"]
     assert config["delta.inCommitTimestampEnablementTimestamp"] == str(info["inCommitTimestamp"])
+
+
+@pytest.mark.parametrize(
+    "op", ["set_properties", "add_columns", "add_constraint", "rename_column", "drop_column"]
+)
+def test_alter_retries_past_a_concurrent_append_of_identity_values(tmp_path: Path, op: str) -> None:
+    """The append commits the identity column's new high-water mark in the metadata: the
+    ALTER plans again on it (committing its own metadata would take the mark back)."""
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"v": ["a", "b"], "p": ["x", "y"]}),
+        identity={"id": lq.Identity(start=1, step=1)},
+        configuration={"owner": "me", "delta.constraints.c0": "id > -100"},
+    )
+    result = alter_after_concurrent_write(
+        uri, lambda: lq.write(uri, pa.table({"v": ["c"], "p": ["x"]}), mode="append"), OPS[op]
+    )
+    assert result.version == 2 and result.attempts >= 2
+    snap = lq.DeltaTable(uri).snapshot()
+    assert sorted(snap.scan(columns=["id"]).to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    # the mark of the concurrent append was kept
+    assert snap.metadata.schema["id"].metadata["delta.identity.highWaterMark"] == 3
