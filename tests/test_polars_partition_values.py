@@ -193,3 +193,18 @@ def test_below_the_limit_each_group_is_its_own_scan(
     lf = scan.to_polars()
     assert _scans(lf) == 1
     assert _sorted(lf.collect().to_arrow()) == _sorted(rows)
+
+
+@pytest.mark.parametrize("parent", ["x=1", "p=99"])
+def test_a_table_under_a_key_value_directory(tmp_path: Path, parent: str) -> None:
+    """Polars reads key=value from every directory of a path: a Hive table whose root sits
+    under such a directory is read with the values from the log instead."""
+    uri = str(tmp_path / parent / "t")
+    rows = pa.table({"x": pa.array([1, 2, 3], pa.int64()), "p": pa.array([1, 2, 1], pa.int64())})
+    lq.write(uri, rows, partition_by="p")
+    snap = lq.DeltaTable(uri).snapshot()
+    assert hive_layout(snap.scan())
+    got = snap.scan().to_polars().collect().to_arrow()
+    assert _sorted(got.select(["x", "p"])) == _sorted(rows)
+    picked = snap.scan().to_polars().filter(pl.col("p") == 1).collect()
+    assert sorted(picked["x"].to_list()) == [1, 3]

@@ -920,3 +920,16 @@ def test_a_table_without_columns_reads_empty(tmp_path: Path) -> None:
     scan = lq.DeltaTable(str(tmp_path)).snapshot().scan()
     assert scan.to_arrow().shape == (0, 0)
     assert scan.to_polars().collect().shape == (0, 0)
+
+
+def test_filter_on_a_void_struct_field(tmp_path: Path) -> None:
+    """A void field is in no file: the Arrow engine keeps its conjunct out of the dataset
+    scan (which would not find it) and evaluates it over the read rows, as the others do."""
+    uri = str(tmp_path / "t")
+    s = pa.struct([("a", pa.int64()), ("z", pa.null())])
+    rows = pa.table({"id": [1, 2, 3], "s": pa.array([{"a": 1, "z": None}, None, {"a": 5}], s)})
+    lq.write(uri, rows)
+    snap = lq.DeltaTable(uri).snapshot()
+    for flt, want in [("s.z IS NULL", [1, 2, 3]), ("s.z IS NULL AND s.a > 2", [3])]:
+        for engine, table in engine_results(snap.scan(filter=flt)).items():
+            assert sorted(table["id"].to_pylist()) == want, (engine, flt)

@@ -13,7 +13,7 @@ finishing one costs ~0.1 ms whatever its size). Memory stays bounded by a few ba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +58,19 @@ def _constant(value: object, typ: pa.DataType, n: int) -> pa.Array[Any]:
     return out
 
 
+def _stores(schema: pa.Schema, path: Sequence[str]) -> bool:
+    """Whether the files' ``schema`` holds the column or struct field at ``path``."""
+    t: Any = schema
+    for name in path:
+        if not isinstance(t, (pa.Schema, pa.StructType)):
+            return True  # a list's or map's contents: the column holds them
+        i = t.get_field_index(name)
+        if i < 0:
+            return False
+        t = t.field(i).type
+    return True
+
+
 class _Reader:
     """State shared by the batches of one scan."""
 
@@ -96,9 +109,10 @@ class _Reader:
             # which leave NaN out (Parquet's rule; other writers' files have them), so
             # `x = 'NaN'` would lose the rows DuckDB and Polars return.
             def pushable(e: Any) -> bool:
-                used = {p[0] for p in referenced_columns(e)}
-                if not used <= set(self.phys.names):
-                    return False
+                paths = referenced_columns(e)
+                if not all(_stores(self.phys, p) for p in paths):
+                    return False  # (a void struct field is in no file)
+                used = {p[0] for p in paths}
                 floating = pa.types.is_floating
                 return not any(holds(self.phys.field(n).type, floating) for n in used)
 

@@ -356,7 +356,9 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         return pl.LazyFrame(empty_table(scan.output_schema))  # (Schema.empty_table imports pandas)
     try:
         phys = physical_schema(snap.metadata.schema, snap.column_mapping_mode)
-        if hive_layout(scan) and not _stores_partition_columns(scan):
+        # Polars reads key=value from every directory of a path, the table root's too
+        hive_root = "=" not in snap.storage.root
+        if hive_root and hive_layout(scan) and not _stores_partition_columns(scan):
             every = FileGroup({}, plan.location_list)
             frames = [_group_frame(scan, every, specs, phys, deletions, changes, hive=True)]
         else:
