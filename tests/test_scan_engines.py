@@ -933,3 +933,37 @@ def test_filter_on_a_void_struct_field(tmp_path: Path) -> None:
     for flt, want in [("s.z IS NULL", [1, 2, 3]), ("s.z IS NULL AND s.a > 2", [3])]:
         for engine, table in engine_results(snap.scan(filter=flt)).items():
             assert sorted(table["id"].to_pylist()) == want, (engine, flt)
+
+
+@pytest.mark.parametrize("name", ["*", "^v.*$", "^id$"])
+def test_names_polars_would_read_as_patterns(tmp_path: Path, name: str) -> None:
+    """Polars reads ``*`` and ``^...$`` as patterns; columns and struct fields so named
+    are read, projected and filtered as themselves in every engine."""
+    uri = str(tmp_path / "t")
+    s = pa.struct([(name, pa.int64()), ("k", pa.int64())])
+    rows = pa.table(
+        {
+            name: [100, 200, 300],
+            "id": [1, 2, 3],
+            "v": [10, 20, 30],
+            "s": pa.array([{name: i, "k": -i} for i in (1, 2, 3)], s),
+        }
+    )
+    lq.write(uri, rows)
+    snap = lq.DeltaTable(uri).snapshot()
+    cases = [
+        (None, None, [1, 2, 3]),
+        ([name], None, [1, 2, 3]),
+        ([name, "id"], f"`{name}` > 100", [2, 3]),
+        (None, f"s.`{name}` >= 2", [2, 3]),
+    ]
+    for columns, flt, want in cases:
+        scan = snap.scan(columns=columns, filter=flt)
+        for engine, table in engine_results(scan).items():
+            assert table.column_names == (columns if columns is not None else rows.column_names)
+            assert table.num_rows == len(want), (engine, columns, flt)
+            if name in table.column_names:
+                got = sorted(table[name].to_pylist())
+                assert got == [100 * i for i in want], (engine, columns, flt)
+    # no columns: one column read (the first, named like a pattern) and dropped
+    assert snap.scan(columns=[]).to_polars().collect().shape == (3, 0)

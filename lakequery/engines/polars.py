@@ -31,6 +31,7 @@ from lakequery.engines.nested import PolarsRelabelError, has_struct, polars_can_
 from lakequery.engines.variant_files import variant_files
 from lakequery.errors import DeletionVectorError
 from lakequery.protocol.column_mapping import physical_schema
+from lakequery.protocol.polars_names import is_pattern, literal_name
 from lakequery.protocol.schema import (
     ArrayType,
     DeltaType,
@@ -257,20 +258,20 @@ def _group_frame(
     exprs: list[pl.Expr] = []
     for s in specs:
         if s.partition and hive:
-            exprs.append(pl.col(s.name))
+            exprs.append(pl.col(literal_name(s.name)))
         elif s.partition and joined:
             exprs.append(pl.lit(values[s.name]).gather(number).alias(s.name))
         elif s.partition:
             exprs.append(pl.lit(group.values.get(s.name), dtype=_dtype(s.type)).alias(s.name))
         elif any(p is s for p in present):
-            col = pl.col(s.physical)
+            col = pl.col(literal_name(s.physical))
             if scan.snapshot.column_mapping_mode != "none" and has_struct(s.delta_type):
                 col = polars_relabel(col, s.delta_type)
             exprs.append(col.cast(_dtype(s.type)).alias(s.name))
         else:
             exprs.append(pl.lit(None, dtype=_dtype(s.type)).alias(s.name))
     # with_columns broadcasts literals to the frame's height; select alone would not
-    return lf.with_columns(exprs).select([s.name for s in specs])
+    return lf.with_columns(exprs).select([pl.col(literal_name(s.name)) for s in specs])
 
 
 #: The column naming each row's file in a scan that takes partition values by file.
@@ -284,6 +285,17 @@ def _partition_values(scan: Scan, parts: list[ColumnSpec]) -> dict[str, pl.Serie
         s.name: _polars_series(s.name, pc.struct_field(values, s.name)).cast(_dtype(s.type))
         for s in parts
     }
+
+
+def _filters_pattern_fields(scan: Scan) -> bool:
+    """Whether the scan's filter names a struct field called like a Polars pattern (``*``,
+    ``^...$``): Polars cannot take such a field out of a struct (it panics), so the Arrow
+    engine evaluates the filter."""
+    if scan.filter is None:
+        return False
+    from lakequery.protocol.predicate_ast import referenced_columns  # scans with a filter
+
+    return any(is_pattern(n) for path in referenced_columns(scan.filter) for n in path[1:])
 
 
 def _stores_partition_columns(scan: Scan) -> bool:
@@ -339,7 +351,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         names = snap.partition_columns or snap.schema.names
         if not names:  # a table without columns (never written to: no file has rows)
             return pl.LazyFrame(scan.to_arrow())
-        return polars_frame(scan.with_columns([names[0]])).drop(names[0])
+        return polars_frame(scan.with_columns([names[0]])).drop(pl.col(literal_name(names[0])))
     require_local_files(scan)
     specs = column_specs(scan)
     changes = type_changes(snap.metadata.schema)
@@ -350,6 +362,7 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         or (deletions and not _HAS_DELETION_HOOK)
         or _annotated_variants(scan, specs)
         or scan.row_tracking_columns is not None  # row ids: the Arrow engine's
+        or _filters_pattern_fields(scan)
     ):
         return pl.LazyFrame(scan.to_arrow())
     if plan.num_files == 0:
@@ -379,4 +392,4 @@ def polars_frame(scan: Scan) -> pl.LazyFrame:
         from lakequery.protocol.predicates import to_polars  # scans with a filter only
 
         lf = lf.filter(to_polars(scan.filter))
-    return lf.select(scan.columns)
+    return lf.select([pl.col(literal_name(c)) for c in scan.columns])

@@ -9,6 +9,7 @@ from functools import lru_cache, reduce
 import polars as pl
 import pyarrow as pa
 
+from lakequery.protocol.polars_names import literal_name
 from lakequery.protocol.predicate_ast import (
     And,
     Arith,
@@ -50,9 +51,9 @@ def _literal(lit: Literal) -> pl.Expr:
 
 
 def _column(path: tuple[str, ...]) -> pl.Expr:
-    expr = pl.col(path[0])
+    expr = pl.col(literal_name(path[0]))
     for name in path[1:]:
-        expr = expr.struct.field(name)
+        expr = expr.struct.field(name)  # (pattern-like field names: the Arrow engine's)
     return expr
 
 
