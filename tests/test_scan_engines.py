@@ -967,3 +967,17 @@ def test_names_polars_would_read_as_patterns(tmp_path: Path, name: str) -> None:
                 assert got == [100 * i for i in want], (engine, columns, flt)
     # no columns: one column read (the first, named like a pattern) and dropped
     assert snap.scan(columns=[]).to_polars().collect().shape == (3, 0)
+
+
+def test_files_that_keep_arrow_dictionaries(tmp_path: Path) -> None:
+    """deltalake keeps a dictionary-encoded string column's Arrow type in the file's
+    footer; Polars reads it as the table's string type, as the other engines do."""
+    import deltalake
+
+    uri = str(tmp_path / "t")
+    cat = pa.array(["a", "b", "a"]).dictionary_encode()
+    deltalake.write_deltalake(uri, pa.table({"id": [1, 2, 3], "cat": cat}))
+    scan = lq.DeltaTable(uri).snapshot().scan()
+    for engine, table in engine_results(scan).items():
+        got = sorted(zip(table["id"].to_pylist(), table["cat"].to_pylist(), strict=True))
+        assert got == [(1, "a"), (2, "b"), (3, "a")], engine

@@ -60,6 +60,7 @@ _CAST = pl.ScanCastOptions(
     datetime_cast=["nanosecond-downcast", "millisecond-upcast", "convert-timezone"],
     missing_struct_fields="insert",
     extra_struct_fields="ignore",
+    categorical_to_string="allow",  # files other writers kept Arrow's dictionaries in
 )
 
 
