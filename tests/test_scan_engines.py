@@ -981,3 +981,22 @@ def test_files_that_keep_arrow_dictionaries(tmp_path: Path) -> None:
     for engine, table in engine_results(scan).items():
         got = sorted(zip(table["id"].to_pylist(), table["cat"].to_pylist(), strict=True))
         assert got == [(1, "a"), (2, "b"), (3, "a")], engine
+
+
+@pytest.mark.parametrize("value", [10**20, -(10**20), 2**63 - 1])
+def test_delta_rs_saturated_decimal_bounds_skip_nothing(tmp_path: Path, value: int) -> None:
+    """delta-rs writes decimal(38, 0) bounds as 64-bit integers, saturated (10**20 as
+    2**63 - 1): such a bound is unknown, and the file holding the value is read."""
+    import decimal
+
+    import deltalake
+
+    uri = str(tmp_path / "t")
+    d = pa.array([decimal.Decimal(value), decimal.Decimal(5)], pa.decimal128(38, 0))
+    deltalake.write_deltalake(uri, pa.table({"id": [1, 2], "d": d}))
+    stats = json.loads(lq.DeltaTable(uri).snapshot().files()["stats"][0].as_py())
+    assert abs(int(stats["maxValues" if value > 0 else "minValues"]["d"])) in (2**63 - 1, 2**63)
+    scan = lq.DeltaTable(uri).snapshot().scan(filter=f"d = {value}")
+    assert scan.plan().num_files == 1
+    for engine, table in engine_results(scan).items():
+        assert table["id"].to_pylist() == [1], engine

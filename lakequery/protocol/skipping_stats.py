@@ -34,7 +34,9 @@ DuckDB 2 reads the digits exactly, but a writer may have rounded them before: de
 writes decimal statistics as doubles (``1234567890123456.78`` as ``1234567890123456.8``,
 above the true minimum). So JSON bounds of more than 15 digits are widened by a
 relative 1e-15 (more than a double's rounding), never cutting a matching file; an exact
-writer's bounds lose pruning only for values within that margin.
+writer's bounds lose pruning only for values within that margin. Bounds of scale 0 it
+writes as 64-bit integers, saturated: 10**20 as ``9223372036854775807``. A decimal
+column's JSON bound of scale 0 that is exactly 2**63 - 1 or -2**63 is therefore unknown.
 """
 
 from __future__ import annotations
@@ -90,7 +92,10 @@ def _widened_decimal(bound: str, t: pa.DataType, side: str) -> str:
     units = f"(ceil(abs(CAST({bound} AS DOUBLE)) * 1e-15 * {10**scale}) + 1)"  # of the scale
     slack = f"CAST({units} / {10**scale} AS {wide})"  # an integer of units: rounds back exact
     moved = f"CAST({bound} AS {wide}) {'-' if side == 'minValues' else '+'} {slack}"
-    return f"TRY(CAST({moved} AS {duckdb_type(t)}))"  # TRY: the addition may overflow too
+    out = f"TRY(CAST({moved} AS {duckdb_type(t)}))"  # TRY: the addition may overflow too
+    if scale == 0:  # a saturated 64-bit bound (delta-rs): unknown
+        out = f"(CASE WHEN {bound} IN ({2**63 - 1}, {-(2**63)}) THEN NULL ELSE {out} END)"
+    return out
 
 
 def _text_to_domain(text: str, t: pa.DataType, side: str = "") -> str:
