@@ -529,6 +529,7 @@ class Transaction:
                     uri=self.storage.root,
                     partition_specs=specs,
                     check_protocol=self._check_winner_protocol,
+                    read_metadata=self._metadata,
                 )
                 self._absorb(winner, info.modified_ms)
                 checked += 1
@@ -588,7 +589,8 @@ class Transaction:
             else:
                 self._domains[name] = str(d.get("configuration") or "")
         if winner.metadata is not None and self._new_metadata is None:
-            # only reached for identity high-water-mark updates (check_winner): adopt them
+            # only reached for identity high-water-mark updates and for features turned
+            # on (check_winner): adopt them
             self._metadata = Metadata.from_action(winner.metadata)
         ict = winner.in_commit_timestamp
         self._prev_ict = ict if ict is not None else self._prev_ict

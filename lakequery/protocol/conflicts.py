@@ -40,6 +40,7 @@ from lakequery.errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
+from lakequery.metadata import Metadata
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.predicates import (
     And,
@@ -204,6 +205,50 @@ def _evaluate(table: pa.Table, expr: Any) -> pa.Array[Any]:
     return out
 
 
+#: Table properties a concurrent commit may turn on without failing a transaction that
+#: changes no metadata (digest 17.4 2(c)), with the values that turn them on (None: any
+#: value, for keys that come with the enabling one). Row tracking is left out: its
+#: enablement changes what this transaction's own rows must carry.
+ENABLING_PROPERTIES: Mapping[str, str | None] = {
+    "delta.enableDeletionVectors": "true",
+    "delta.checkpointPolicy": "v2",
+    "delta.enableInCommitTimestamps": "true",
+    "delta.inCommitTimestampEnablementVersion": None,
+    "delta.inCommitTimestampEnablementTimestamp": None,
+    "delta.columnMapping.mode": "name",
+    "delta.columnMapping.maxColumnId": None,
+}
+
+
+def only_enables_features(old: Metadata, new: Metadata) -> bool:
+    """Whether ``new`` differs from ``old`` only by properties of
+    :data:`ENABLING_PROPERTIES` added or set to their enabling values, and, when column
+    mapping goes from ``none`` to ``name``, by the column-mapping metadata of the schema's
+    fields. Any other difference (a removed property, id, partitioning, format, columns)
+    is a metadata change."""
+    from lakequery.protocol.column_mapping import without_column_mapping
+
+    same = (old.id, old.partition_columns, old.format_provider, dict(old.format_options))
+    if same != (new.id, new.partition_columns, new.format_provider, dict(new.format_options)):
+        return False
+    before, after = dict(old.configuration), dict(new.configuration)
+    if not before.keys() <= after.keys():
+        return False
+    changed = {k for k in after if before.get(k) != after[k]}
+    for key in changed:
+        if key not in ENABLING_PROPERTIES:
+            return False
+        wanted = ENABLING_PROPERTIES[key]
+        if wanted is not None and after[key].strip().lower() != wanted:
+            return False
+    if old.schema_string == new.schema_string:
+        return True
+    mapping = "delta.columnMapping.mode"
+    if mapping not in changed or (before.get(mapping) or "none").strip().lower() != "none":
+        return False
+    return without_column_mapping(old.schema) == without_column_mapping(new.schema)
+
+
 def check_winner(
     own: Footprint,
     winner: WinningCommit,
@@ -211,6 +256,7 @@ def check_winner(
     uri: str,
     partition_specs: Sequence[tuple[str, str, DeltaType]] = (),
     check_protocol: Callable[[Mapping[str, Any]], None] | None = None,
+    read_metadata: Metadata | None = None,
 ) -> None:
     """Raises the conflict between ``own`` and one winning commit, or returns None.
 
@@ -221,6 +267,9 @@ def check_winner(
         partition_specs: (logical name, partitionValues key, type) per partition column of
             the read snapshot.
         check_protocol: raises when lakequery cannot write under the winner's protocol.
+        read_metadata: the metadata the transaction read; a winner whose metadata only
+            turns features on (:func:`only_enables_features`) then does not conflict
+            with a transaction that changes no metadata, which adopts it.
     """
 
     def fail(cls: type[Exception], reason: str) -> None:
@@ -249,7 +298,12 @@ def check_winner(
                 "it appended rows with generated identity values (a new high-water mark) "
                 "that this transaction's metadata change would take back",
             )
-        if not winner.identity_only_metadata:
+        adoptable = (
+            read_metadata is not None
+            and not own.changes_metadata
+            and only_enables_features(read_metadata, Metadata.from_action(winner.metadata))
+        )
+        if not (winner.identity_only_metadata or adoptable):
             fail(MetadataChangedError, "it changed the table metadata")
     # 3. domains
     clash = sorted((own.domains & set(winner.domains)) - {ROW_TRACKING_DOMAIN})

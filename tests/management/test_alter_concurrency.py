@@ -175,11 +175,11 @@ def test_schema_evolving_write_vs_alter(tmp_path: Path) -> None:
         lq.commit_write(plan, adds)
 
 
-@pytest.mark.parametrize("op", ["add_columns", "rename_column", "enable_feature"])
+@pytest.mark.parametrize("op", ["add_columns", "rename_column", "add_constraint"])
 def test_append_planned_before_an_alter_fails_cleanly(tmp_path: Path, op: str) -> None:
-    """The other direction for a plain append: digest §17.4 step 2 (the feature-enablement
-    exemptions of newer Delta releases are not implemented), so the append raises and
-    leaves nothing visible; retrying it from the new version works."""
+    """The other direction for a plain append: digest §17.4 step 2, so the append raises
+    and leaves nothing visible; retrying it from the new version works. (An ALTER that
+    only turns a feature on is adopted instead: tests/txn/test_conflicts_end_to_end.py.)"""
     uri = _table(tmp_path, partitioned=False)
     data = _rows([7])
     plan = lq.plan_write(uri, data.schema, mode="append")
@@ -189,8 +189,16 @@ def test_append_planned_before_an_alter_fails_cleanly(tmp_path: Path, op: str) -
     with pytest.raises(lq.MetadataChangedError):
         lq.commit_write(plan, adds)
     assert lq.DeltaTable(uri).snapshot().version == 1
+    # an ALTER that turns a feature on only: the append commits under it
+    enabled = str(tmp_path / "enabled")
+    lq.write(enabled, data)
+    plan = lq.plan_write(enabled, data.schema, mode="append")
+    assert plan.state is not None
+    adds = lq.writer.write_data_files(data, plan.state)
+    OPS["enable_feature"](lq.DeltaTable(enabled).alter)
+    assert lq.commit_write(plan, adds).version == 2
     if op != "rename_column":
-        lq.write(uri, data, mode="append")
+        lq.write(uri, data, mode="append")  # (7 passes the constraint id > 0)
         ids = lq.DeltaTable(uri).snapshot().scan(columns=["id"]).to_arrow()["id"].to_pylist()
         assert sorted(ids) == [1, 2, 3, 7]
 

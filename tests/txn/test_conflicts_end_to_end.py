@@ -5,6 +5,7 @@ with the specific conflict, leaving nothing of itself visible."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -365,3 +366,65 @@ def test_a_winner_removed_by_log_cleanup_after_a_lost_race(
         lq.commit_write(*second)
     assert cleaned and 7 not in _ids(uri)
     assert not (Path(uri) / "_delta_log" / f"{1:020d}.json").exists()
+
+
+ENABLING = {
+    "deletion vectors": {"delta.enableDeletionVectors": "true"},
+    "in-commit timestamps": {"delta.enableInCommitTimestamps": "true"},
+    "v2 checkpoints": {"delta.checkpointPolicy": "v2"},
+    "column mapping": {"delta.columnMapping.mode": "name"},
+}
+
+
+@pytest.mark.parametrize("feature", sorted(ENABLING))
+def test_a_winner_that_only_turns_a_feature_on(tmp_path: Path, feature: str) -> None:
+    """Digest 17.4 2(c): a transaction that changes no metadata adopts the winner's
+    metadata when it only turns an allow-listed feature on, and commits under it."""
+    uri = _table(tmp_path)
+    second = _stage(uri, _rows([7]), mode="append")
+    lq.DeltaTable(uri).alter.set_properties(ENABLING[feature])
+    result = lq.commit_write(*second)
+    assert result.version == 2
+    snap = lq.DeltaTable(uri).snapshot()
+    config = snap.metadata.configuration
+    assert all(config.get(k) == v for k, v in ENABLING[feature].items())
+    assert _ids(uri) == [1, 2, 3, 7]
+    import deltalake
+
+    query = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(uri))
+    theirs = pa.table(query.execute("SELECT id FROM t").read_all()).column("id").to_pylist()
+    assert sorted(theirs) == [1, 2, 3, 7]
+    if feature == "in-commit timestamps":
+        log = Path(uri) / "_delta_log"
+        ict = [
+            json.loads((log / f"{v:020d}.json").read_text().splitlines()[0])["commitInfo"].get(
+                "inCommitTimestamp"
+            )
+            for v in (1, 2)
+        ]
+        assert ict[0] is not None and ict[1] is not None and ict[1] > ict[0]
+
+
+@pytest.mark.parametrize(
+    "winner",
+    [
+        {"delta.enableRowTracking": "true"},
+        {"owner": "x"},
+        {"delta.enableDeletionVectors": "false"},
+        {"delta.appendOnly": "true", "delta.enableDeletionVectors": "true"},
+    ],
+)
+def test_other_metadata_winners_stay_conflicts(tmp_path: Path, winner: dict[str, str]) -> None:
+    uri = _table(tmp_path)
+    second = _stage(uri, _rows([7]), mode="append")
+    lq.DeltaTable(uri).alter.set_properties(winner)
+    _assert_fails_cleanly(uri, second, MetadataChangedError)
+
+
+def test_a_feature_turned_on_does_not_excuse_a_metadata_change(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    second = _stage(
+        uri, _rows([7]).append_column("n", pa.array([1])), mode="append", schema_mode="merge"
+    )
+    lq.DeltaTable(uri).alter.set_properties({"delta.enableDeletionVectors": "true"})
+    _assert_fails_cleanly(uri, second, MetadataChangedError)
