@@ -87,6 +87,7 @@ def to_duckdb_sql(
     literal_sql: Callable[[Literal], str] = sql_literal,
     like_pattern_sql: Callable[[str], str] = quote_string,
     exact_integer_type: str = "HUGEINT",
+    divide_sql: Callable[[str, str], str] | None = None,
 ) -> str:
     """Render a predicate as a DuckDB SQL boolean expression.
 
@@ -101,6 +102,9 @@ def to_duckdb_sql(
             string literal of the dialect.
         exact_integer_type: The dialect's type that holds integer ``+ - *`` of two
             longs exactly.
+        divide_sql: Renders ``/`` of two DOUBLE operands (SQL texts) as IEEE division
+            (``x / 0`` is an infinity or NaN, as in DuckDB, Polars and Arrow), for a
+            dialect whose ``/`` differs; None: the operator itself.
 
     Returns:
         SQL text with every compound parenthesised and literals typed.
@@ -124,7 +128,8 @@ def to_duckdb_sql(
             return f"({r(e.left)} {_SQL_OPS[e.op]} {r(e.right)})"
         if isinstance(e, Arith):
             if e.op == "/":
-                return f"(CAST({r(e.left)} AS DOUBLE) / CAST({r(e.right)} AS DOUBLE))"
+                left, right = f"CAST({r(e.left)} AS DOUBLE)", f"CAST({r(e.right)} AS DOUBLE)"
+                return divide_sql(left, right) if divide_sql else f"({left} / {right})"
             if integer_arith(e):  # exact, as in Polars (BIGINT * BIGINT overflows)
                 wide = exact_integer_type
                 return f"(CAST({r(e.left)} AS {wide}) {e.op} CAST({r(e.right)} AS {wide}))"

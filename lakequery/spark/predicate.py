@@ -109,6 +109,20 @@ def spark_literal(lit: Literal) -> str:
     raise PredicateError(lit, f"literal of Python type {type(v).__name__} has no Spark form")
 
 
+def ieee_divide(left: str, right: str) -> str:
+    """``left / right`` (DOUBLE SQL texts) as IEEE division in Spark SQL, whose own ``/``
+    gives NULL for a zero divisor (an error under ANSI mode): a zero divisor gives NaN for
+    a zero or NaN dividend, else an infinity signed by both signs (``-0.0`` is negative:
+    its text starts with ``-``)."""
+    sign = f"(({left} > 0) = (CAST({right} AS STRING) NOT LIKE '-%'))"
+    return (
+        f"(CASE WHEN {right} = 0 THEN (CASE WHEN {left} IS NULL THEN CAST(NULL AS DOUBLE) "
+        f"WHEN isnan({left}) OR {left} = 0 THEN CAST('NaN' AS DOUBLE) "
+        f"WHEN {sign} THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END) "
+        f"ELSE {left} / nullif({right}, 0) END)"
+    )
+
+
 def to_spark_sql(expr: Expr) -> str:
     """A Spark SQL boolean expression equivalent to ``expr`` (logical column names)."""
     return to_duckdb_sql(
@@ -117,6 +131,7 @@ def to_spark_sql(expr: Expr) -> str:
         literal_sql=spark_literal,
         like_pattern_sql=like_pattern,
         exact_integer_type="DECIMAL(38,0)",  # Spark has no HUGEINT; 38 digits hold a long * long
+        divide_sql=ieee_divide,
     )
 
 

@@ -375,6 +375,37 @@ def test_filter_literals_of_every_kind(spark: Any, tmp_path: Path) -> None:
         assert [r["id"] for r in got] == expected, predicate
 
 
+@pytest.mark.parametrize("ansi", ["true", "false"])
+def test_division_by_zero_as_the_other_engines(spark: Any, tmp_path: Path, ansi: str) -> None:
+    """lakequery's ``/`` is IEEE division in every engine (``x / 0`` an infinity or NaN);
+    Spark's gives NULL, or fails under ANSI mode: the Spark rendering spells it out."""
+    uri = str(tmp_path / "div")
+    t = pa.table(
+        {
+            "id": list(range(1, 9)),
+            "a": [5.0, -5.0, 5.0, 0.0, float("nan"), None, 5.0, 3.0],
+            "b": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -0.0, None],
+            "i": [4, -4, 2, 0, 1, 1, 1, 1],
+            "z": [0, 0, 1, 0, 0, 0, 0, 0],
+        }
+    )
+    lq.write(uri, t)
+    previous = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", ansi)
+    try:
+        for predicate, expected in [
+            ("a / b > 1", [1, 3, 4, 5]),  # +inf, 5; 0 / 0 and NaN / 0 are NaN, the largest
+            ("a / b < -1", [2, 7]),  # -inf, also 5 / -0.0
+            ("a / b IS NULL", [6, 8]),
+            ("i / z > 1", [1, 3, 4, 5, 6, 7, 8]),
+            ("i / z = 2", [3]),
+        ]:
+            got = same_as_lakequery(spark, uri, filter=predicate, columns=["id"])
+            assert [r["id"] for r in got] == expected, predicate
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", previous)
+
+
 # ---------------------------------------------------------------------------------------------
 # Versions, errors
 # ---------------------------------------------------------------------------------------------
