@@ -42,6 +42,8 @@ from lakequery.engines.layout import FileGroup, column_specs, file_groups, hive_
 from lakequery.errors import ObjectNotFoundError, UnsupportedFeatureError
 from lakequery.protocol.schema import (
     DecimalType,
+    DeltaType,
+    StructType,
     TypeChange,
     parse_type,
     type_changes,
@@ -317,10 +319,43 @@ class _Frame:
                 col = F.lit(value).cast(target)
             else:
                 col = F.col(quote_identifier(spec.physical))
-                if physical_types[spec.physical] != target:
+                stored = physical_types[spec.physical]
+                if _has_void_field(spec.delta_type):
+                    col = _with_void_fields(col, spec.delta_type, stored)
+                if stored != target:
                     col = col.cast(target)
             cols.append(col.alias(spec.name))
         return df.select(*cols)
+
+
+def _has_void_field(t: DeltaType) -> bool:
+    """Whether the struct ``t`` has a ``void`` field at any depth of structs (no void sits
+    in an array or map: digest 8.3)."""
+    return isinstance(t, StructType) and any(
+        is_void(f.type) or _has_void_field(f.type) for f in t.fields
+    )
+
+
+def _with_void_fields(col: Column, t: DeltaType, stored: Any) -> Column:
+    """The struct ``col`` as the files store it (``stored``, its Spark type: the fields
+    of ``t`` that are not void, in order) with a NULL for each void field of ``t``, so
+    that it casts to the logical struct field by field (Spark casts structs by position);
+    a NULL struct stays NULL."""
+    from pyspark.sql import functions as F
+
+    if not _has_void_field(t):
+        return col
+    assert isinstance(t, StructType)
+    kept = iter(stored.fields)
+    members = []
+    for f in t.fields:
+        if is_void(f.type):
+            members.append(F.lit(None).alias(f.name))
+        else:
+            inner = next(kept)
+            value = _with_void_fields(col.getField(inner.name), f.type, inner.dataType)
+            members.append(value.alias(f.name))
+    return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*members))
 
 
 def _zone_free(values: Any) -> Any:

@@ -406,6 +406,32 @@ def test_division_by_zero_as_the_other_engines(spark: Any, tmp_path: Path, ansi:
         spark.conf.set("spark.sql.ansi.enabled", previous)
 
 
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_void_fields_of_structs(spark: Any, tmp_path: Path, mapping: str) -> None:
+    """Files leave void struct fields out (digest 8.3); the read puts a NULL back in each,
+    at any depth, keeps NULL structs NULL, and renames fields under column mapping."""
+    uri = str(tmp_path / f"void_{mapping}")
+    inner = pa.struct([("n", pa.null()), ("x", pa.int64())])
+    st = pa.struct([("a", pa.int64()), ("v", pa.null()), ("in", inner)])
+    t = pa.table(
+        {
+            "id": [1, 2, 3],
+            "st": pa.array(
+                [{"a": 1, "v": None, "in": {"n": None, "x": 10}}, None, {"a": 3, "in": None}], st
+            ),
+        }
+    )
+    config = {"delta.columnMapping.mode": mapping} if mapping != "none" else None
+    lq.write(uri, t, configuration=config)
+    got = same_as_lakequery(spark, uri)
+    assert [r["st"] for r in got] == [
+        {"a": 1, "v": None, "in": {"n": None, "x": 10}},
+        None,
+        {"a": 3, "v": None, "in": None},
+    ]
+    assert [r["id"] for r in same_as_lakequery(spark, uri, filter="st.in.x = 10")] == [1]
+
+
 # ---------------------------------------------------------------------------------------------
 # Versions, errors
 # ---------------------------------------------------------------------------------------------
