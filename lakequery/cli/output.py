@@ -23,11 +23,28 @@ if TYPE_CHECKING:
 
 
 def console() -> Console:
-    """A console on stdout: styled on a terminal, plain and wide elsewhere."""
+    """A console on stdout: styled on a terminal, plain elsewhere, where lines are as long
+    as tables are wide. Text is never read as rich markup or emoji codes (a value
+    ``[red]x`` or ``:cat:`` prints as itself)."""
     from rich.console import Console
 
     tty = sys.stdout.isatty()
-    return Console(file=sys.stdout, width=None if tty else 200, soft_wrap=not tty)
+    return Console(
+        file=sys.stdout,
+        width=None if tty else _PIPED_WIDTH,
+        soft_wrap=not tty,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
+
+
+#: The line width of output that is not a terminal: tables keep their natural width.
+_PIPED_WIDTH = 1_000_000
+
+#: Below this width a column's values would be folded into slivers: on a terminal too
+#: narrow for every column at it, rows are printed one field per line instead.
+_MIN_COLUMN_WIDTH = 8
 
 
 def plain(value: Any) -> Any:
@@ -89,12 +106,33 @@ def print_rows(
     """A table with a header."""
     from rich.table import Table
 
+    out = console()
+    if len(columns) * (_MIN_COLUMN_WIDTH + 3) > out.width:
+        _print_records(out, columns, rows, title)
+        return
     table = Table(title=title, title_justify="left")
     for name in columns:
         table.add_column(name, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
-    console().print(table)
+    out.print(table)
+
+
+def _print_records(
+    out: Console, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None
+) -> None:
+    """Rows too wide for the terminal: each as a two-column table of name and value."""
+    from rich.table import Table
+
+    if title:
+        out.print(title)
+    for n, row in enumerate(rows, start=1):
+        table = Table(title=f"row {n}", title_justify="left", show_header=False)
+        table.add_column("column", style="bold")
+        table.add_column("value", overflow="fold")
+        for name, value in zip(columns, row, strict=True):
+            table.add_row(name, _cell(value))
+        out.print(table)
 
 
 def _python_values(column: pa.ChunkedArray[Any]) -> list[Any]:

@@ -43,10 +43,12 @@ def _file_rows(files: pa.Table) -> pa.Table:
         "num_records": files.column("num_records"),
         "deleted_rows": deleted,
     }
+    fixed = {*out, "stats"}
     if "partition_values" in files.column_names:
         parts = files.column("partition_values")
         for i in range(parts.type.num_fields):
-            out[parts.type.field(i).name] = pc.struct_field(parts, [i])
+            name = parts.type.field(i).name  # as deltalake's flattened actions, on a clash
+            out[f"partition.{name}" if name in fixed else name] = pc.struct_field(parts, [i])
     out["stats"] = files.column("stats")
     return pa.table(out)
 

@@ -378,3 +378,63 @@ def test_head_prints_timestamps_whatever_the_machines_zone(tmp_path: Path) -> No
         assert proc.returncode == 0, proc.stderr
         outputs.append(json.loads(proc.stdout))
     assert outputs[0] == outputs[1] == [{"id": 0, "ts": "2024-03-10T07:00:00+00:00"}]
+
+
+def test_text_is_printed_as_itself(tmp_path: Path) -> None:
+    """Names and values holding rich markup or emoji codes print as themselves."""
+    uri = str(tmp_path / "t")
+    values = ["[red]alert[/red]", "a[/]b", ":cat:", "[link=http://x]y"]
+    lq.write(uri, pa.table({"id": list(range(4)), "[b]name": values}))
+    out = run("head", uri).stdout
+    for text in ["[b]name", *values]:
+        assert text in out
+    assert "[/]" in run("sql", "SELECT 'x[/]' AS v").stdout
+
+
+def test_files_keeps_its_columns_beside_partition_columns_of_their_names(
+    tmp_path: Path,
+) -> None:
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table({"path": ["x", "y"], "size": ["S", "M"], "v": [1, 2]}),
+        partition_by=["size", "path"],
+    )
+    out = run_json("files", uri)["files"]
+    api = lq.DeltaTable(uri).snapshot().files()
+    assert sorted((f["path"], f["size"]) for f in out) == sorted(
+        zip(api["path"].to_pylist(), api["size"].to_pylist(), strict=True)
+    )
+    assert sorted((f["partition.path"], f["partition.size"]) for f in out) == [
+        ("x", "S"),
+        ("y", "M"),
+    ]
+
+
+def test_wide_rows_keep_every_name_and_value(tmp_path: Path) -> None:
+    """Piped output keeps a table's natural width; nothing is folded away."""
+    uri = str(tmp_path / "t")
+    lq.write(uri, pa.table({f"column_{i}": [1000 + i] for i in range(60)}))
+    out = run("head", uri).stdout
+    assert all(f"column_{i}" in out and str(1000 + i) in out for i in range(60))
+
+
+def test_a_terminal_too_narrow_for_the_columns_gets_one_field_per_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from lakequery.cli import output
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(output, "console", lambda: Console(file=buffer, width=80))
+    columns = [f"column_{i}" for i in range(30)]
+    output.print_rows(columns, [[1000 + i for i in range(30)], [2000 + i for i in range(30)]])
+    text = buffer.getvalue()
+    assert "row 1" in text and "row 2" in text
+    assert all(c in text for c in columns) and "1029" in text and "2029" in text
+    buffer.truncate(0)
+    output.print_rows(columns[:3], [[1, 2, 3]])  # fits: one table
+    assert "row 1" not in buffer.getvalue() and "column_2" in buffer.getvalue()
