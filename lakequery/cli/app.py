@@ -26,7 +26,7 @@ from lakequery.cli.change_commands import (
     vacuum_cmd,
     write_cmd,
 )
-from lakequery.cli.context import Options, key_values
+from lakequery.cli.context import Options, key_values, storage_values
 from lakequery.cli.read_commands import (
     changes_cmd,
     describe_cmd,
@@ -82,7 +82,10 @@ def _duckdb_error(exc: Exception) -> bool:
     "storage_option",
     multiple=True,
     metavar="KEY=VALUE",
-    help="An object-store option (s3fs), e.g. endpoint_url=http://127.0.0.1:5000.",
+    help=(
+        "An object-store option (s3fs), e.g. endpoint_url=http://127.0.0.1:5000; true and "
+        "false are booleans and a JSON object is a mapping (client_kwargs={...})."
+    ),
 )
 @click.pass_context
 def cli(ctx: click.Context, as_json: bool, debug: bool, storage_option: tuple[str, ...]) -> None:
@@ -90,7 +93,7 @@ def cli(ctx: click.Context, as_json: bool, debug: bool, storage_option: tuple[st
     ctx.obj = Options(
         json=as_json,
         debug=debug,
-        storage_options=key_values(storage_option, "--storage-option"),
+        storage_options=storage_values(key_values(storage_option, "--storage-option")),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,7 +22,7 @@ class Options:
 
     json: bool = False
     debug: bool = False
-    storage_options: dict[str, str] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
 
     def table(self, path: str) -> DeltaTable:
         """The table at ``path`` with the ``--storage-option`` values."""
@@ -45,6 +46,31 @@ def snapshot_options(func: F) -> F:
 def open_snapshot(opts: Options, path: str, version: int | None, as_of: str | None) -> Snapshot:
     """The snapshot a subcommand reads."""
     return opts.table(path).snapshot(version=version, as_of=as_of)
+
+
+def storage_values(options: dict[str, str]) -> dict[str, Any]:
+    """``--storage-option`` values as s3fs takes them: ``true`` / ``false`` (any case) as
+    booleans, a JSON object or array (``client_kwargs={"region_name": "eu-west-1"}``) as
+    its value; anything else (keys, secrets, numbers, URLs) stays text.
+
+    Raises:
+        click.BadParameter: a value that starts like JSON but does not parse.
+    """
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            out[key] = text.lower() == "true"
+        elif text[:1] in ("{", "["):
+            try:
+                out[key] = json.loads(text)
+            except ValueError as exc:
+                raise click.BadParameter(
+                    f"{key}={value!r} is not valid JSON: {exc}", param_hint="--storage-option"
+                ) from None
+        else:
+            out[key] = value
+    return out
 
 
 def key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:

@@ -438,3 +438,30 @@ def test_a_terminal_too_narrow_for_the_columns_gets_one_field_per_line(
     buffer.truncate(0)
     output.print_rows(columns[:3], [[1, 2, 3]])  # fits: one table
     assert "row 1" not in buffer.getvalue() and "column_2" in buffer.getvalue()
+
+
+def test_storage_options_of_s3fs_types(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """``-s`` values: true/false are booleans (``anon=false`` signs requests), a JSON
+    object a mapping (``client_kwargs``, the only way to give a region)."""
+    from lakequery.cli.context import storage_values
+
+    assert storage_values({"anon": "False", "n": "10", "k": '{"a": 1}', "u": "x=y"}) == {
+        "anon": False,
+        "n": "10",
+        "k": {"a": 1},
+        "u": "x=y",
+    }
+    lq.write(s3_table_uri, pa.table({"x": [1, 2]}), storage_options=s3_storage_options)
+    region = json.dumps(s3_storage_options["client_kwargs"])
+    args = [
+        "-s", f"key={s3_storage_options['key']}",
+        "-s", f"secret={s3_storage_options['secret']}",
+        "-s", f"endpoint_url={s3_storage_options['endpoint_url']}",
+        "-s", "anon=false",
+        "-s", f"client_kwargs={region}",
+    ]  # fmt: skip
+    assert run_json(*args, "describe", s3_table_uri)["num_records"] == 2
+    bad = run(*args[:-2], "-s", "client_kwargs={oops", "describe", s3_table_uri, check=False)
+    assert bad.returncode == 2 and "client_kwargs" in bad.stderr
