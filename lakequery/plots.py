@@ -81,6 +81,16 @@ def _figure(**kwargs: Any) -> Figure:
     return Figure(layout="constrained", **kwargs)
 
 
+def _plain_text(fig: Figure) -> Figure:
+    """``fig`` with every text drawn as written: matplotlib reads ``$...$`` in a label as
+    math (a partition ``band=$5-$10`` came out as math, ``$\\frac$`` failed to draw)."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    return fig
+
+
 def _snapshot(source: DeltaTable | Snapshot) -> Snapshot:
     from lakequery.table import DeltaTable
 
@@ -120,7 +130,7 @@ def plot_file_sizes(source: DeltaTable | Snapshot, *, max_partitions: int = 30) 
         ax.set_xscale("log")
     ax.set_xlabel("file size (bytes)")
     ax.set_title(f"{snap.num_files} files, {total} (version {snap.version}); | = median")
-    return fig
+    return _plain_text(fig)
 
 
 def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_FILES) -> Figure:
@@ -164,7 +174,7 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
         f"({share:.1%} of their rows deleted{shown})"
     )
     ax.legend()
-    return fig
+    return _plain_text(fig)
 
 
 def _short_names(paths: Sequence[str], width: int = 10) -> list[str]:
@@ -223,7 +233,7 @@ def plot_history(source: DeltaTable | Sequence[CommitEntry], *, limit: int = 50)
     bottom.set_xticks(x, [f"v{v}\n{op or '?'}" for v, op in zip(versions, ops, strict=True)])
     bottom.tick_params(axis="x", labelsize=7)
     top.set_title(f"history: {len(x)} commits")
-    return fig
+    return _plain_text(fig)
 
 
 def pruning_shares(
@@ -309,7 +319,7 @@ def plot_pruning(
     ax.set_title("pruning: share of files skipped per filter")
     if len(shares) > 1:
         ax.legend()
-    return fig
+    return _plain_text(fig)
 
 
 __all__ = [

@@ -73,15 +73,26 @@ def file_facts(files: pa.Table) -> FileFacts:
 
 def partition_labels(files: pa.Table, partition_columns: Sequence[str]) -> pa.Array[Any]:
     """One ``col=value/col2=value2`` label per file (``(all files)`` when unpartitioned);
-    a null value shows as ``null``."""
+    a null value shows as ``null``, a string ``null`` (in any case) quoted as ``'null'``,
+    and bytes in hex (``0x00ff``)."""
     if not partition_columns or "partition_values" not in files.column_names:
         return pa.array([UNPARTITIONED] * files.num_rows, pa.string())
     values: Any = files.column("partition_values").combine_chunks()
     parts: list[Any] = []
     for name in partition_columns:  # per column, not per file
         field: Any = pc.struct_field(values, name)
-        field = pc.fill_null(field.cast(pa.string()), pa.scalar("null"))
-        parts.append(pc.binary_join_element_wise(f"{name}=", field, ""))
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            # (bytes need not be UTF-8 text; a display, not a hot path)
+            text: Any = pa.array(
+                [None if v is None else "0x" + v.hex() for v in field.to_pylist()], pa.string()
+            )
+        else:
+            text = field.cast(pa.string())
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            named_null = pc.equal(pc.utf8_lower(text), pa.scalar("null"))
+            text = pc.if_else(named_null, pc.binary_join_element_wise("'", text, "'", ""), text)
+        text = pc.fill_null(text, pa.scalar("null"))
+        parts.append(pc.binary_join_element_wise(f"{name}=", text, ""))
     if len(parts) == 1:
         first: pa.Array[Any] = parts[0]
         return first

@@ -23,6 +23,7 @@ from the next version every ``poll_interval`` seconds (never a full listing).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -396,8 +397,8 @@ def stream(
         raise StreamError(
             uri, f"starting_version must be a non-negative integer, not {starting_version!r}"
         )
-    if poll_interval <= 0:
-        raise StreamError(uri, f"poll_interval must be positive, not {poll_interval!r}")
+    if not 0 < poll_interval < math.inf:  # (NaN too)
+        raise StreamError(uri, f"poll_interval must be a positive number, not {poll_interval!r}")
     opts = _Options(
         list(columns) if columns is not None else None,
         filter,

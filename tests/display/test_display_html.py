@@ -230,3 +230,25 @@ def test_clustering_columns_are_shown_by_logical_name(tmp_path: Path) -> None:
     assert dt.detail().clustering_columns == ("user",)
     assert _fields(dt._repr_html_())["clustered by"] == "user"
     assert _fields(dt.snapshot()._repr_html_())["clustered by"] == "user"
+
+
+def test_partition_labels_of_bytes_and_of_a_string_named_null(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 show in hex; NULL and the string 'null' stay apart."""
+    from lakequery.display.facts import partition_labels, partition_summary
+
+    uri = str(tmp_path / "b")
+    lq.write(uri, pa.table({"id": [1, 2], "b": [b"\xff\x00", b"ok"]}), partition_by="b")
+    snap = lq.DeltaTable(uri).snapshot()
+    labels = sorted(partition_labels(snap.files(), snap.partition_columns).to_pylist())
+    assert labels == ["b=0x6f6b", "b=0xff00"]
+    for shown in (lq.DeltaTable(uri), snap, snap.scan(), snap.scan().plan()):
+        assert "0xff00" in shown._repr_html_()
+    uri = str(tmp_path / "n")
+    lq.write(uri, pa.table({"id": [1, 2, 3], "k": [None, "null", "null"]}), partition_by="k")
+    snap = lq.DeltaTable(uri).snapshot()
+    summary = partition_summary(snap.files(), snap.partition_columns)
+    pairs = zip(summary["partition"].to_pylist(), summary["rows"].to_pylist(), strict=True)
+    assert sorted(pairs) == [
+        ("k='null'", 2),
+        ("k=null", 1),
+    ]

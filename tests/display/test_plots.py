@@ -200,3 +200,22 @@ def test_missing_matplotlib_names_the_extra(
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
     with pytest.raises(ImportError, match=r"pip install lakequery\[plots\]"):
         plot_file_sizes(lq.DeltaTable(uri))
+
+
+def test_dollar_signs_in_labels_are_text(tmp_path: Path) -> None:
+    """matplotlib reads $...$ as math: labels are drawn as written, and one that is no
+    valid math (``$\\frac$``) still draws."""
+    import io
+
+    from matplotlib.text import Text
+
+    from lakequery.plots import plot_file_sizes
+
+    uri = str(tmp_path / "t")
+    bands = ["$5-$10", "$\\alpha$", "$\\frac$"]
+    lq.write(uri, pa.table({"id": [1, 2, 3], "band": bands}), partition_by="band")
+    fig = plot_file_sizes(lq.DeltaTable(uri))
+    texts = [t for t in fig.findobj(Text) if t.get_text().startswith("band=")]
+    assert {t.get_text() for t in texts} == {f"band={b}" for b in bands}
+    assert not any(t.get_parse_math() for t in texts)
+    fig.savefig(io.BytesIO(), format="png")

@@ -344,3 +344,11 @@ def test_a_batch_reads_the_same_rows_through_polars(table: str, feed: bool) -> N
         got = b.to_polars()
         assert got.schema == want.schema
         assert got.sort(got.columns).equals(want.sort(want.columns))
+
+
+@pytest.mark.parametrize("interval", [0, -1, float("nan"), float("inf")])
+def test_a_poll_interval_that_is_no_positive_number_is_refused_up_front(
+    table: str, interval: float
+) -> None:
+    with pytest.raises(lq.StreamError, match="poll_interval"):
+        next(iter(lq.DeltaTable(table).stream(follow=True, poll_interval=interval)))
