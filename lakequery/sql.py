@@ -51,11 +51,13 @@ def sql(
 
     Args:
         query: DuckDB SQL naming the tables by their keyword.
-        con: connection to use; the views stay defined on it (``CREATE VIEW``: every
-            cursor of its database sees them). The returned relation is lazy and reads
-            the views by name when it runs: bind a name to another table later (another
-            call, another thread's cursor of the same database) and it reads that one.
-            Fetch first, or give each table its own name. When None, a new cursor of lakequery's
+        con: connection to use; the names stay registered on it as temporary views
+            (its other cursors do not see them: the views may read objects only this
+            connection sees). The returned relation is lazy and reads the views by name
+            when it runs: bind a name to another table later (another call on ``con``)
+            and it reads that one. Fetch first, or give each table its own name. Names
+            that differ only in case are refused (SQL ignores case). When None, a new
+            cursor of lakequery's
             engine database (:mod:`lakequery.duckdb_databases`), on which the tables are
             registered for that cursor alone: calls in a loop or in several threads do
             not see each other's names, open no database of their own (~10-13 ms each),
@@ -74,14 +76,17 @@ def sql_over(
     con: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyRelation:
     """:func:`sql` with the tables as a mapping of name to table."""
-    own = con is None
-    cur = engine_cursor() if con is None else con
-    for name, value in tables.items():
+    seen: dict[str, str] = {}
+    for name in tables:
         if not _NAME.match(name):
             raise ValueError(f"table name {name!r} is not a plain SQL identifier")
-        rel = _as_scan(value).to_duckdb(cur)
-        if own:
-            cur.register(name, rel)  # a temporary view of this cursor only
-        else:
-            rel.create_view(name, replace=True)
+        if name.lower() in seen:  # SQL names ignore case: one would hide the other
+            raise ValueError(f"table names {seen[name.lower()]!r} and {name!r} are one in SQL")
+        seen[name.lower()] = name
+    cur = engine_cursor() if con is None else con
+    for name, value in tables.items():
+        # a temporary view of this connection: the relation may read objects only this
+        # connection sees (keep masks, partition and position tables), and a read-only
+        # database takes no CREATE VIEW
+        cur.register(name, _as_scan(value).to_duckdb(cur))
     return cur.sql(query)

@@ -1000,3 +1000,25 @@ def test_delta_rs_saturated_decimal_bounds_skip_nothing(tmp_path: Path, value: i
     assert scan.plan().num_files == 1
     for engine, table in engine_results(scan).items():
         assert table["id"].to_pylist() == [1], engine
+
+
+def test_sql_on_a_connection_of_the_caller(tmp_path: Path) -> None:
+    """``lq.sql(con=...)``: temporary views of that connection (tables with deletion
+    vectors and many partitions read objects only it sees), names equal but for case
+    refused, and a read-only database works."""
+    import duckdb
+
+    uri = str(tmp_path / "t")
+    rows = pa.table({"id": list(range(6)), "p": [f"v {i}" for i in range(6)]})
+    lq.write(uri, rows, partition_by="p", configuration={"delta.enableDeletionVectors": "true"})
+    lq.write(uri, rows, mode="append")
+    lq.DeltaTable(uri).delete("id = 1")
+    con = duckdb.connect()
+    assert lq.sql("SELECT count(*) FROM t", con=con, t=uri).fetchall() == [(10,)]
+    assert con.sql("SELECT count(*) FROM t").fetchall() == [(10,)]  # still there
+    with pytest.raises(ValueError, match="one in SQL"):
+        lq.sql("SELECT 1", con=con, t=uri, T=uri)
+    db = str(tmp_path / "ro.duckdb")
+    duckdb.connect(db).close()
+    read_only = duckdb.connect(db, read_only=True)
+    assert lq.sql("SELECT count(*) FROM t", con=read_only, t=uri).fetchall() == [(10,)]
