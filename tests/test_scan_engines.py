@@ -1022,3 +1022,36 @@ def test_sql_on_a_connection_of_the_caller(tmp_path: Path) -> None:
     duckdb.connect(db).close()
     read_only = duckdb.connect(db, read_only=True)
     assert lq.sql("SELECT count(*) FROM t", con=read_only, t=uri).fetchall() == [(10,)]
+
+
+def test_repeated_relations_on_a_caller_s_connection_register_nothing_new(
+    tmp_path: Path,
+) -> None:
+    """The tables a relation reads beside its files (deleted positions, partition
+    values) are named by their contents: a loop of queries on the caller's connection
+    replaces them instead of piling up copies."""
+    import duckdb
+
+    uri = str(tmp_path / "t")
+    rows = pa.table({"id": list(range(200)), "v": [i % 10 for i in range(200)]})
+    lq.write(uri, rows, configuration={"delta.enableDeletionVectors": "true"})
+    lq.DeltaTable(uri).delete("id % 2 = 0")
+    con = duckdb.connect()
+    snap = lq.DeltaTable(uri).snapshot()
+
+    def registered() -> int:
+        sql = "SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '_lq_%'"
+        ((n,),) = con.sql(sql).fetchall()
+        return int(n)
+
+    counts = []
+    for _ in range(5):
+        rel = snap.scan(filter="v < 5").to_duckdb(con)
+        assert rel.aggregate("count(*)").fetchall() == [(40,)]
+        counts.append(registered())
+    assert counts[0] >= 1 and len(set(counts)) == 1
+    lq.DeltaTable(uri).delete("id = 1")  # other deleted positions: their own name
+    rel = lq.DeltaTable(uri).snapshot().scan(filter="v < 5").to_duckdb(con)
+    assert rel.aggregate("count(*)").fetchall() == [(39,)]
+    assert rel.aggregate("count(*)").fetchall() == [(39,)]
+    assert snap.scan(filter="v < 5").to_duckdb(con).aggregate("count(*)").fetchall() == [(40,)]

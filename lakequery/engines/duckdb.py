@@ -18,8 +18,8 @@ joining ``filename`` (see ``_Builder.register_numbers``).
 
 from __future__ import annotations
 
+import hashlib
 import re
-import uuid
 import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -430,7 +430,23 @@ class _Builder:
         return glob_list_sql([self.storage.duckdb_path(p) for p in locations])
 
     def _register(self, prefix: str, table: pa.Table | dict[str, np.ndarray]) -> str:
-        name = f"_lq_{prefix}_{uuid.uuid4().hex}"
+        """Registers ``table`` on the connection under a name derived from its contents:
+        relations built again over the same data (a loop of queries on a caller's
+        connection, which lakequery never closes) replace one registration instead of
+        adding one per build."""
+        digest = hashlib.blake2b(digest_size=16)
+        if isinstance(table, dict):
+            for key, array in table.items():
+                digest.update(key.encode() + b"\0")
+                digest.update(np.ascontiguousarray(array).tobytes())
+        else:
+            digest.update(str(table.schema).encode())
+            for column in table.columns:
+                for chunk in column.chunks:  # (a slice shares its buffers: offset too)
+                    digest.update(f"{chunk.offset}:{len(chunk)}".encode())
+                    for buffer in chunk.buffers():
+                        digest.update(b"\0" if buffer is None else buffer)
+        name = f"_lq_{prefix}_{digest.hexdigest()}"
         self.con.register(name, table)
         return name
 
