@@ -139,12 +139,32 @@ def _python_values(column: pa.ChunkedArray[Any]) -> list[Any]:
     """A column's values as Python objects; a column holding a value Python's types
     cannot (a date after year 9999, DuckDB's infinite dates), at any depth, with its
     dates and times as Arrow's text of them."""
+    import pyarrow as pa
+
     try:
         return column.to_pylist()
     except (OverflowError, ValueError):
+        if pa.types.is_date(column.type) or pa.types.is_timestamp(column.type):
+            return _duckdb_text(column)
         as_text: Any = column.cast(_times_as_text(column.type))
         text: list[Any] = as_text.to_pylist()
         return text
+
+
+def _duckdb_text(column: pa.ChunkedArray[Any]) -> list[Any]:
+    """Dates and times as DuckDB prints them, in UTC: years past 9999 (``40000-01-01``)
+    and DuckDB's ``infinity`` / ``-infinity``, where Arrow's text of them is ``<value out
+    of range: N>``."""
+    import duckdb
+    import pyarrow as pa
+
+    con = duckdb.connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("shown", pa.table({"v": column}))
+        return [v for (v,) in con.sql("SELECT CAST(v AS VARCHAR) FROM shown").fetchall()]
+    finally:
+        con.close()
 
 
 def _times_as_text(t: pa.DataType) -> pa.DataType:

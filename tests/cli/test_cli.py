@@ -465,3 +465,16 @@ def test_storage_options_of_s3fs_types(
     assert run_json(*args, "describe", s3_table_uri)["num_records"] == 2
     bad = run(*args[:-2], "-s", "client_kwargs={oops", "describe", s3_table_uri, check=False)
     assert bad.returncode == 2 and "client_kwargs" in bad.stderr
+
+
+def test_dates_python_cannot_hold_print_as_duckdb_prints_them(tmp_path: Path) -> None:
+    import datetime as dt
+
+    uri = str(tmp_path / "t")
+    last = (dt.date(9999, 12, 31) - dt.date(1970, 1, 1)).days
+    lq.write(uri, pa.table({"id": [1, 2], "d": pa.array([last + 1, 13890172], pa.date32())}))
+    out = run_json("head", uri)
+    assert sorted(r["d"] for r in out) == ["10000-01-01", "40000-01-01"]
+    sql = "SELECT 'infinity'::DATE AS d, '-infinity'::TIMESTAMP AS t"
+    assert run_json("sql", sql) == [{"d": "infinity", "t": "-infinity"}]
+    assert "40000-01-01" in run("head", uri).stdout
