@@ -321,7 +321,8 @@ class LogReader:
                 ) from exc
             return []  # the caller's full read reports the corrupt file
         base = self.storage.join("_delta_log", "_sidecars")
-        return [f"{base}/{_sidecar_name(str(p), base)}" for (p,) in rows]
+        # a sidecar listed twice is one file (its adds would otherwise count twice)
+        return list(dict.fromkeys(f"{base}/{_sidecar_name(str(p), base)}" for (p,) in rows))
 
     def _parquet_actions_sql(self, paths: Sequence[str], version: int) -> str:
         """SQL reading the actions of checkpoint files (the parts of a multi-part
@@ -424,7 +425,7 @@ def _sidecar_name(path: str, base: str) -> str:
     """
     decoded = unquote(path)
     name: str | None = decoded
-    if "/" in decoded or ":" in decoded:
+    if "/" in path or ":" in path:  # a location (its name may hold an encoded ':')
         prefix = next((p for p in root_prefixes(base) if decoded.startswith(p)), None)
         name = None if prefix is None else decoded[len(prefix) :]
     if not name or "/" in name or name in (".", ".."):

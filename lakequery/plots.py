@@ -81,14 +81,12 @@ def _figure(**kwargs: Any) -> Figure:
     return Figure(layout="constrained", **kwargs)
 
 
-def _plain_text(fig: Figure) -> Figure:
-    """``fig`` with every text drawn as written: matplotlib reads ``$...$`` in a label as
-    math (a partition ``band=$5-$10`` came out as math, ``$\\frac$`` failed to draw)."""
-    from matplotlib.text import Text
-
-    for text in fig.findobj(Text):
-        text.set_parse_math(False)
-    return fig
+def _text(label: str) -> str:
+    """A label from the data drawn as written: matplotlib reads ``$...$`` as math (a
+    partition ``band=$5-$10`` came out as math, ``$\\frac$`` failed to draw), and an
+    escaped dollar is a dollar. (Turning math off for the whole figure would also print
+    log-axis ticks as ``$\\mathdefault{10^{3}}$``.)"""
+    return label.replace("$", r"\$")
 
 
 def _snapshot(source: DeltaTable | Snapshot) -> Snapshot:
@@ -124,13 +122,13 @@ def plot_file_sizes(source: DeltaTable | Snapshot, *, max_partitions: int = 30) 
         in_row = sizes[row == i]
         if in_row.size:
             ax.plot([np.median(in_row)] * 2, [i - 0.35, i + 0.35], color="black", lw=1.5)
-    ax.set_yticks(range(len(names)), [str(n) for n in names.to_pylist()])
+    ax.set_yticks(range(len(names)), [_text(str(n)) for n in names.to_pylist()])
     ax.invert_yaxis()
     if sizes.size and sizes.max() > 20 * max(sizes.min(), 1):
         ax.set_xscale("log")
     ax.set_xlabel("file size (bytes)")
     ax.set_title(f"{snap.num_files} files, {total} (version {snap.version}); | = median")
-    return _plain_text(fig)
+    return fig
 
 
 def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_FILES) -> Figure:
@@ -165,7 +163,8 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
     x = np.arange(table.num_rows)
     ax.bar(x, live, label="live rows", color="tab:blue")
     ax.bar(x, dele, bottom=live, label="deleted rows (DV)", color="tab:red")
-    ax.set_xticks(x, _short_names([str(p) for p in table.column("path").to_pylist()]))
+    paths = _short_names([str(p) for p in table.column("path").to_pylist()])
+    ax.set_xticks(x, [_text(p) for p in paths])
     ax.tick_params(axis="x", labelrotation=60, labelsize=7)
     ax.set_ylabel("rows")
     shown = f", {table.num_rows} drawn" if table.num_rows < with_dv.num_rows else ""
@@ -174,7 +173,7 @@ def plot_deleted_rows(source: DeltaTable | Snapshot, *, max_files: int = MAX_DV_
         f"({share:.1%} of their rows deleted{shown})"
     )
     ax.legend()
-    return _plain_text(fig)
+    return fig
 
 
 def _short_names(paths: Sequence[str], width: int = 10) -> list[str]:
@@ -230,10 +229,10 @@ def plot_history(source: DeltaTable | Sequence[CommitEntry], *, limit: int = 50)
     bottom.set_ylabel("bytes (removed below 0)")
     bottom.legend(fontsize=8)
     ops = table.column("operation").to_pylist()
-    bottom.set_xticks(x, [f"v{v}\n{op or '?'}" for v, op in zip(versions, ops, strict=True)])
+    bottom.set_xticks(x, [_text(f"v{v}\n{op or '?'}") for v, op in zip(versions, ops, strict=True)])
     bottom.tick_params(axis="x", labelsize=7)
     top.set_title(f"history: {len(x)} commits")
-    return _plain_text(fig)
+    return fig
 
 
 def pruning_shares(
@@ -311,15 +310,16 @@ def plot_pruning(
     ax = fig.add_subplot()
     for i, (name, per_group) in enumerate(shares.items()):
         values = [100 * per_group[g][0] for g in groups]
-        bars = ax.bar(x + (i - (len(shares) - 1) / 2) * width, values, width=width, label=name)
+        offset = (i - (len(shares) - 1) / 2) * width
+        bars = ax.bar(x + offset, values, width=width, label=_text(name))
         ax.bar_label(bars, labels=[f"{per_group[g][1]:.3g} read" for g in groups], fontsize=7)
-    ax.set_xticks(x, groups)
+    ax.set_xticks(x, [_text(g) for g in groups])
     ax.set_ylim(0, 110)
     ax.set_ylabel("files skipped (%)")
     ax.set_title("pruning: share of files skipped per filter")
     if len(shares) > 1:
         ax.legend()
-    return _plain_text(fig)
+    return fig
 
 
 __all__ = [

@@ -69,6 +69,23 @@ def sql(
     return sql_over(query, tables, con=con)
 
 
+def _refuse_shadowing(con: duckdb.DuckDBPyConnection, lowered: list[str]) -> None:
+    """Refuses names of the caller's own tables and views: a temporary view of the same
+    name would hide them from every later query on ``con`` (``main.orders`` included)."""
+    found = con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT temporary "
+        "AND lower(table_name) IN (SELECT unnest(?)) UNION ALL "
+        "SELECT view_name FROM duckdb_views() WHERE NOT temporary AND NOT internal "
+        "AND lower(view_name) IN (SELECT unnest(?))",
+        [lowered, lowered],
+    ).fetchall()
+    if found:
+        raise ValueError(
+            f"table name {found[0][0]!r} is a table or view of the connection's database: "
+            "lq.sql would hide it; choose another name"
+        )
+
+
 def sql_over(
     query: str,
     tables: Mapping[str, TableLike],
@@ -84,6 +101,8 @@ def sql_over(
             raise ValueError(f"table names {seen[name.lower()]!r} and {name!r} are one in SQL")
         seen[name.lower()] = name
     cur = engine_cursor() if con is None else con
+    if con is not None:
+        _refuse_shadowing(con, list(seen))
     for name, value in tables.items():
         # a temporary view of this connection: the relation may read objects only this
         # connection sees (keep masks, partition and position tables), and a read-only

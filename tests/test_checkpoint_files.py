@@ -165,11 +165,19 @@ def test_sidecars_of_different_columns(tmp_path: Path) -> None:
     assert _ids(str(root)) == dict.fromkeys(("arrow", "duckdb", "polars"), ids)
 
 
-@pytest.mark.parametrize("form", ["name", "encoded", "absolute", "file-uri"])
+def test_a_sidecar_listed_twice_counts_once(tmp_path: Path) -> None:
+    root, adds, ids = _table(tmp_path)
+    table = pa.table({"add": pa.array(adds, pa.struct(ADD_FIELDS))})
+    pq.write_table(table, root / "_delta_log" / "_sidecars" / "s.parquet")
+    _v2_checkpoint(root, [("s.parquet", "s.parquet"), ("s.parquet", "s.parquet")])
+    assert _ids(str(root)) == dict.fromkeys(("arrow", "duckdb", "polars"), ids)
+
+
+@pytest.mark.parametrize("form", ["name", "encoded", "absolute", "file-uri", "colon"])
 def test_sidecar_paths_as_the_digest_spells_them(tmp_path: Path, form: str) -> None:
     """A URI-encoded name in ``_delta_log/_sidecars``, or an absolute location there."""
     root, adds, ids = _table(tmp_path)
-    name = f"{uuid.uuid4()} x.parquet"
+    name = f"{uuid.uuid4()} x{':y' if form == 'colon' else ''}.parquet"
     directory = root / "_delta_log" / "_sidecars"
     pq.write_table(pa.table({"add": pa.array(adds, pa.struct(ADD_FIELDS))}), directory / name)
     logged = {
@@ -177,6 +185,7 @@ def test_sidecar_paths_as_the_digest_spells_them(tmp_path: Path, form: str) -> N
         "encoded": name.replace(" ", "%20"),
         "absolute": f"{directory}/{name}".replace(" ", "%20"),
         "file-uri": f"file://{directory}/{name}".replace(" ", "%20"),
+        "colon": name.replace(" ", "%20").replace(":", "%3A"),  # a name, not a location
     }[form]
     _v2_checkpoint(root, [(logged, name)])
     assert _ids(str(root)) == dict.fromkeys(("arrow", "duckdb", "polars"), ids)

@@ -1018,6 +1018,10 @@ def test_sql_on_a_connection_of_the_caller(tmp_path: Path) -> None:
     assert con.sql("SELECT count(*) FROM t").fetchall() == [(10,)]  # still there
     with pytest.raises(ValueError, match="one in SQL"):
         lq.sql("SELECT 1", con=con, t=uri, T=uri)
+    con.execute("CREATE TABLE orders AS SELECT 42 AS x")  # the caller's own: not hidden
+    with pytest.raises(ValueError, match="would hide it"):
+        lq.sql("SELECT 1", con=con, Orders=uri)
+    assert con.sql("SELECT * FROM orders").fetchall() == [(42,)]
     db = str(tmp_path / "ro.duckdb")
     duckdb.connect(db).close()
     read_only = duckdb.connect(db, read_only=True)
@@ -1055,3 +1059,26 @@ def test_repeated_relations_on_a_caller_s_connection_register_nothing_new(
     assert rel.aggregate("count(*)").fetchall() == [(39,)]
     assert rel.aggregate("count(*)").fetchall() == [(39,)]
     assert snap.scan(filter="v < 5").to_duckdb(con).aggregate("count(*)").fetchall() == [(40,)]
+
+
+def test_registered_names_tell_contents_apart() -> None:
+    """The name of a table registered beside a relation is a digest of its contents:
+    different contents never share one (one would replace the other under a relation)."""
+    import duckdb
+    import numpy as np
+
+    from lakequery.engines.duckdb import _Builder
+
+    builder = object.__new__(_Builder)
+    builder.con = duckdb.connect()
+    pairs = [
+        (pa.table({"k": pa.array([0], pa.int64())}), pa.table({"k": pa.array([None], pa.int64())})),
+        ({"k": np.array([1], np.int64)}, {"k": np.array([1, 0], np.int32)}),
+        (pa.table({"s": ["ab", "c"]}), pa.table({"s": ["a", "bc"]})),
+        (pa.table({"k": [1, 2, 3]}).slice(0, 2), pa.table({"k": [1, 2, 3]}).slice(1, 2)),
+    ]
+    for a, b in pairs:
+        assert builder._register("x", a) != builder._register("x", b)
+    assert builder._register("x", {"k": np.arange(3)}) == builder._register(
+        "x", {"k": np.arange(3)}
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -435,17 +435,25 @@ class _Builder:
         connection, which lakequery never closes) replace one registration instead of
         adding one per build."""
         digest = hashlib.blake2b(digest_size=16)
+
+        def part(data: Any) -> None:  # length-prefixed: no two sequences hash alike
+            view = memoryview(data).cast("B")
+            digest.update(len(view).to_bytes(8, "little"))
+            digest.update(view)
+
         if isinstance(table, dict):
             for key, array in table.items():
-                digest.update(key.encode() + b"\0")
-                digest.update(np.ascontiguousarray(array).tobytes())
+                values = np.ascontiguousarray(array)
+                part(f"{key}:{values.dtype.str}:{values.shape}".encode())
+                part(values)
         else:
-            digest.update(str(table.schema).encode())
+            part(str(table.schema).encode())
             for column in table.columns:
                 for chunk in column.chunks:  # (a slice shares its buffers: offset too)
-                    digest.update(f"{chunk.offset}:{len(chunk)}".encode())
+                    part(f"{chunk.offset}:{len(chunk)}".encode())
                     for buffer in chunk.buffers():
-                        digest.update(b"\0" if buffer is None else buffer)
+                        part(b"" if buffer is None else buffer)
+                        digest.update(b"n" if buffer is None else b"b")
         name = f"_lq_{prefix}_{digest.hexdigest()}"
         self.con.register(name, table)
         return name

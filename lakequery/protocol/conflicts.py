@@ -206,23 +206,27 @@ def _evaluate(table: pa.Table, expr: Any) -> pa.Array[Any]:
 
 
 #: Table properties a concurrent commit may turn on without failing a transaction that
-#: changes no metadata (digest 17.4 2(c)), with the values that turn them on (None: any
-#: value, for keys that come with the enabling one). Row tracking is left out: its
-#: enablement changes what this transaction's own rows must carry.
-ENABLING_PROPERTIES: Mapping[str, str | None] = {
+#: changes no metadata (digest 17.4 2(c)), with the values that turn them on. Row tracking
+#: is left out: its enablement changes what this transaction's own rows must carry.
+ENABLING_PROPERTIES: Mapping[str, str] = {
     "delta.enableDeletionVectors": "true",
     "delta.checkpointPolicy": "v2",
     "delta.enableInCommitTimestamps": "true",
-    "delta.inCommitTimestampEnablementVersion": None,
-    "delta.inCommitTimestampEnablementTimestamp": None,
     "delta.columnMapping.mode": "name",
-    "delta.columnMapping.maxColumnId": None,
+}
+
+#: Properties that may be added (never changed) beside the enabling one they come with.
+COMPANION_PROPERTIES: Mapping[str, str] = {
+    "delta.inCommitTimestampEnablementVersion": "delta.enableInCommitTimestamps",
+    "delta.inCommitTimestampEnablementTimestamp": "delta.enableInCommitTimestamps",
+    "delta.columnMapping.maxColumnId": "delta.columnMapping.mode",
 }
 
 
 def only_enables_features(old: Metadata, new: Metadata) -> bool:
     """Whether ``new`` differs from ``old`` only by properties of
-    :data:`ENABLING_PROPERTIES` added or set to their enabling values, and, when column
+    :data:`ENABLING_PROPERTIES` added or set to their enabling values (with the
+    :data:`COMPANION_PROPERTIES` of those added), and, when column
     mapping goes from ``none`` to ``name``, by the column-mapping metadata of the schema's
     fields. Any other difference (a removed property, id, partitioning, format, columns)
     is a metadata change."""
@@ -236,10 +240,11 @@ def only_enables_features(old: Metadata, new: Metadata) -> bool:
         return False
     changed = {k for k in after if before.get(k) != after[k]}
     for key in changed:
-        if key not in ENABLING_PROPERTIES:
-            return False
-        wanted = ENABLING_PROPERTIES[key]
-        if wanted is not None and after[key].strip().lower() != wanted:
+        companion = COMPANION_PROPERTIES.get(key)
+        if companion is not None:
+            if key in before or companion not in changed:
+                return False  # only added, beside its feature turned on
+        elif after[key].strip().lower() != ENABLING_PROPERTIES.get(key):
             return False
     if old.schema_string == new.schema_string:
         return True

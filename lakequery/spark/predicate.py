@@ -113,14 +113,18 @@ def ieee_divide(left: str, right: str) -> str:
     """``left / right`` (DOUBLE SQL texts) as IEEE division in Spark SQL, whose own ``/``
     gives NULL for a zero divisor (an error under ANSI mode): a zero divisor gives NaN for
     a zero or NaN dividend, else an infinity signed by both signs (``-0.0`` is negative:
-    its text starts with ``-``)."""
-    sign = f"(({left} > 0) = (CAST({right} AS STRING) NOT LIKE '-%'))"
-    return (
-        f"(CASE WHEN {right} = 0 THEN (CASE WHEN {left} IS NULL THEN CAST(NULL AS DOUBLE) "
-        f"WHEN isnan({left}) OR {left} = 0 THEN CAST('NaN' AS DOUBLE) "
+    its text starts with ``-``). Each operand is written once (bound as a lambda's
+    argument), so nested divisions grow the text linearly."""
+    d, n = "__lq_d.d", "__lq_d.n"
+    sign = f"(({n} > 0) = (CAST({d} AS STRING) NOT LIKE '-%'))"
+    body = (
+        f"CASE WHEN {d} = 0 THEN (CASE WHEN {n} IS NULL THEN CAST(NULL AS DOUBLE) "
+        f"WHEN isnan({n}) OR {n} = 0 THEN CAST('NaN' AS DOUBLE) "
         f"WHEN {sign} THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END) "
-        f"ELSE {left} / nullif({right}, 0) END)"
+        f"ELSE {n} / nullif({d}, 0) END"
     )
+    pair = f"array(named_struct('n', {left}, 'd', {right}))"
+    return f"element_at(transform({pair}, __lq_d -> {body}), 1)"
 
 
 def to_spark_sql(expr: Expr) -> str:

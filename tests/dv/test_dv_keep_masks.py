@@ -198,10 +198,11 @@ def test_shared_masks_stop_at_their_budget(table: str, monkeypatch: pytest.Monke
     assert len(names) == WITH_DV
     shared = {n for n in names if n.startswith("_lq_keep_s")}
     assert 1 <= len(shared) <= 2  # what fits is shared, the rest registered
-    from lakequery.duckdb_databases import engine_database
+    from lakequery.duckdb_databases import engine_cursor, engine_database
 
     charged = keep_masks._SHARED[engine_database()].nbytes
-    assert len(shared) * keep_masks._BLOCK_BYTES >= charged > len(shared) - 1
+    rows = [engine_cursor().sql(f"SELECT count(*) FROM {n}").fetchall()[0][0] for n in shared]
+    assert charged == sum(keep_masks._charged(n) for n in rows) <= keep_masks.SHARED_MAX_BYTES
     assert all(n.removeprefix("_lq_keep_").isdigit() for n in names - shared)
     rows = rel.project("f, pos").fetchall()
     assert set(rows) == expected() and len(rows) == len(expected())

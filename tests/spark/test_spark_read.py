@@ -613,3 +613,17 @@ def test_date_partitions_before_the_year_1000(spark: Any, tmp_path: Path) -> Non
     )
     got = sorted((r.id, r.d) for r in lqs.read(spark, uri).collect())
     assert got == list(enumerate(days))
+
+
+def test_nested_divisions_render_in_linear_text() -> None:
+    """Each operand of the IEEE division is written once: eight nested divisions stay
+    about eight times one (repeating operands made 45 MB of SQL)."""
+    from lakequery.protocol.predicates import bind, parse_predicate
+    from lakequery.spark.predicate import to_spark_sql
+
+    schema = pa.schema([("x", pa.float64())])
+
+    def size(n: int) -> int:
+        return len(to_spark_sql(bind(parse_predicate("x" + " / 2" * n + " > 0"), schema)))
+
+    assert size(8) < 10 * size(1)

@@ -428,3 +428,26 @@ def test_a_feature_turned_on_does_not_excuse_a_metadata_change(tmp_path: Path) -
     )
     lq.DeltaTable(uri).alter.set_properties({"delta.enableDeletionVectors": "true"})
     _assert_fails_cleanly(uri, second, MetadataChangedError)
+
+
+def test_only_properties_that_turn_features_on_are_adopted() -> None:
+    from lakequery.metadata import Metadata
+    from lakequery.protocol.conflicts import only_enables_features
+
+    def meta(**config: str) -> Metadata:
+        return Metadata("id", '{"type":"struct","fields":[]}', (), config)
+
+    ict = {"delta.enableInCommitTimestamps": "true"}
+    added = {"delta.inCommitTimestampEnablementVersion": "5"}
+    assert only_enables_features(meta(), meta(**ict, **added))
+    assert only_enables_features(meta(), meta(**{"delta.enableDeletionVectors": "TRUE"}))
+    # a companion key moved on a table that has the feature, or added alone
+    moved = {"delta.inCommitTimestampEnablementVersion": "9"}
+    assert not only_enables_features(meta(**ict, **added), meta(**ict, **moved))
+    assert not only_enables_features(meta(), meta(**added))
+    assert not only_enables_features(
+        meta(**{"delta.columnMapping.maxColumnId": "3"}),
+        meta(**{"delta.columnMapping.maxColumnId": "1"}),
+    )
+    assert not only_enables_features(meta(owner="a"), meta())  # a property removed
+    assert not only_enables_features(meta(), meta(**{"delta.checkpointPolicy": "classic"}))
