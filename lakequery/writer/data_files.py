@@ -170,6 +170,12 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
         col = respelled(col, delta.type)
         if col.type == f.type:
             return col
+        # a cast to a struct of fewer fields drops the others without a word: a field
+        # the table lacks (a later batch of a stream: the plan saw only the first) or a
+        # value for a void field is refused, as the same data in one batch is
+        unknown = _fields_the_table_lacks(col.type, f.type, f.name)
+        if unknown is not None:
+            raise SchemaMismatchError(unknown[0], unknown[1], unknown[2])
         if has_list_view(col.type):  # pyarrow's own cast of list views is invalid
             one = pa.RecordBatch.from_arrays([col], names=[f.name])
             return to_logical(one, StructType((delta,)), "none", exact=True).column(0)
@@ -191,6 +197,38 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
             except SchemaError:
                 pass
         raise SchemaMismatchError(f.name, _type_name(delta.type), str(col.type), str(exc)) from exc
+
+
+def _fields_the_table_lacks(
+    given: pa.DataType, table: pa.DataType, path: str
+) -> tuple[str, str, str] | None:
+    """(path, the table's type, the data's type) of the first struct field of ``given``
+    that ``table`` has no field for (names matched without case), or that is void in the
+    table but not in the data; None when there is none."""
+    if pa.types.is_struct(given) and pa.types.is_struct(table):
+        fields = {table.field(i).name.lower(): table.field(i) for i in range(table.num_fields)}
+        for i in range(given.num_fields):
+            g = given.field(i)
+            t = fields.get(g.name.lower())
+            where = f"{path}.{g.name}"
+            if t is None:
+                return where, "no such field", str(g.type)
+            if pa.types.is_null(t.type) and not pa.types.is_null(g.type):
+                return where, "void", str(g.type)
+            found = _fields_the_table_lacks(g.type, t.type, where)
+            if found is not None:
+                return found
+        return None
+    if pa.types.is_map(given) and pa.types.is_map(table):
+        return _fields_the_table_lacks(
+            given.key_type, table.key_type, f"{path}.key"
+        ) or _fields_the_table_lacks(given.item_type, table.item_type, f"{path}.value")
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(k(given) for k in lists) and any(k(table) for k in lists):
+        inner: Any = given
+        outer: Any = table
+        return _fields_the_table_lacks(inner.value_type, outer.value_type, f"{path}.element")
+    return None
 
 
 def conform_batch(

@@ -949,3 +949,36 @@ def test_null_map_value_with_required_field_survives_rewrites(tmp_path: Path) ->
     lakequery.DeltaTable(uri).update(set={"id": "id + 10"}, predicate="id = 2")
     got = sorted(lakequery.DeltaTable(uri).snapshot().scan().to_arrow().to_pylist(), key=repr)
     assert got == [{"id": 1, "m": [("k", {"a": 1})]}, {"id": 12, "m": [("k", None)]}]
+
+
+@pytest.mark.parametrize(
+    ("later", "where"),
+    [
+        (pa.record_batch({"k": [2], "s": pa.array([{"a": 2, "z": "lost"}])}), "s.z"),
+        (
+            pa.record_batch({"k": [2], "s": pa.array([{"a": 2, "l": [{"x": 1, "y": 2}]}])}),
+            "s.l.element.y",
+        ),
+    ],
+)
+def test_struct_fields_of_a_later_batch_the_table_lacks(
+    tmp_path: Path, later: pa.RecordBatch, where: str
+) -> None:
+    """A stream is planned from its first batch; a struct field only a later batch has
+    is refused, as in one batch, never dropped (a cast to fewer fields drops them)."""
+    uri = str(tmp_path / "t")
+    first = pa.record_batch({"k": [1], "s": pa.array([{"a": 1, "l": [{"x": 0}]}])})
+    if "l" not in later.column("s").type.names:
+        first = pa.record_batch({"k": [1], "s": pa.array([{"a": 1}])})
+    with pytest.raises(lakequery.SchemaMismatchError, match=where.replace(".", r"\.")):
+        lakequery.write(uri, iter([first, later]))
+    assert not (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").exists()  # no commit
+
+
+def test_a_value_for_a_void_struct_field_in_a_later_batch(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    void = pa.struct([("a", pa.null()), ("b", pa.int64())])
+    first = pa.record_batch({"k": [1], "s": pa.array([{"a": None, "b": 1}], void)})
+    later = pa.record_batch({"k": [2], "s": pa.array([{"a": "lost", "b": 2}])})
+    with pytest.raises(lakequery.SchemaMismatchError, match=r"s\.a"):
+        lakequery.write(uri, iter([first, later]))
