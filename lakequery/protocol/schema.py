@@ -561,6 +561,10 @@ def from_arrow_type(arrow_type: pa.DataType, where: str = "column") -> DeltaType
         return ArrayType(_field_type(t.value_field), t.value_field.nullable)
     if types.is_struct(t):
         return StructType(tuple(from_arrow_field(t.field(i)) for i in range(t.num_fields)))
+    if isinstance(t, pa.OpaqueType):  # a value its producer could not give an Arrow type
+        raise SchemaError(
+            f"{where}: {t.vendor_name} type {t.type_name} (Arrow opaque) has no Delta equivalent"
+        )
     if isinstance(t, pa.BaseExtensionType):  # Python-defined and canonical (uuid, json)
         return from_arrow_type(t.storage_type, where)
     raise SchemaError(f"{where}: Arrow type {t} has no Delta equivalent")

@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakequery.errors import SchemaError
+
 
 def to_reader(data: Any) -> pa.RecordBatchReader:
     """A RecordBatchReader over ``data``.
@@ -39,9 +41,10 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         return pandas_table(data).to_reader()
     if module == "polars" and hasattr(data, "collect"):
         data = data.collect()
+    if module == "polars" and hasattr(data, "schema"):
+        _refuse_polars_objects(data.schema)
     if module == "duckdb" and hasattr(data, "to_arrow_reader"):
-        reader: pa.RecordBatchReader = data.to_arrow_reader()
-        return reader
+        return _duckdb_reader(data)
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data)
     if isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
@@ -50,6 +53,58 @@ def to_reader(data: Any) -> pa.RecordBatchReader:
         f"cannot write {type(data).__name__}: pass Arrow data, a pandas/Polars DataFrame, "
         "a DuckDB relation or an iterable of pyarrow.RecordBatch"
     )
+
+
+def _refuse_polars_objects(schema: Any) -> None:
+    """Polars exports an Object column as 8-byte pointers nothing downstream can tell
+    from binary data: refused, naming the column (top-level columns; Polars keeps Object
+    out of nested types)."""
+    for name, dtype in schema.items():
+        if str(dtype) == "Object":
+            raise SchemaError(f"column {name!r}: Polars Object values have no Delta type")
+
+
+def _duckdb_reader(rel: Any) -> pa.RecordBatchReader:
+    """A DuckDB relation's rows (:func:`_exact_huge_integers`); a huge integer past 38
+    digits is a SchemaError, not DuckDB's conversion error."""
+    import duckdb
+
+    def refused(exc: Exception) -> SchemaError:
+        first = str(exc).strip().splitlines()[0]
+        return SchemaError(f"a HUGEINT or UHUGEINT value does not fit DECIMAL(38, 0): {first}")
+
+    try:
+        reader = _exact_huge_integers(rel).to_arrow_reader()
+    except duckdb.ConversionException as exc:
+        raise refused(exc) from exc
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from reader
+        except duckdb.ConversionException as exc:
+            raise refused(exc) from exc
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def _exact_huge_integers(rel: Any) -> Any:
+    """``rel`` with its HUGEINT and UHUGEINT columns cast to ``DECIMAL(38, 0)`` by DuckDB:
+    its Arrow export spells both as ``decimal128(38, 0)`` from their raw 128 bits, so a
+    UHUGEINT above 2**127 came out negative and values past 38 digits overflowed the
+    type. DuckDB's cast refuses those (a conversion error); the others are exact."""
+    huge = {"HUGEINT", "UHUGEINT"}
+    types = [str(t) for t in rel.types]
+    if not huge & set(types):
+        return rel
+    from lakequery.protocol.sql_spelling import quote_identifier as quote_ident
+
+    columns = [
+        f"CAST({quote_ident(n)} AS DECIMAL(38, 0)) AS {quote_ident(n)}"
+        if t in huge
+        else quote_ident(n)
+        for n, t in zip(rel.columns, types, strict=True)
+    ]
+    return rel.project(", ".join(columns))
 
 
 def pandas_table(frame: Any) -> pa.Table:

@@ -982,3 +982,36 @@ def test_a_value_for_a_void_struct_field_in_a_later_batch(tmp_path: Path) -> Non
     later = pa.record_batch({"k": [2], "s": pa.array([{"a": "lost", "b": 2}])})
     with pytest.raises(lakequery.SchemaMismatchError, match=r"s\.a"):
         lakequery.write(uri, iter([first, later]))
+
+
+def test_duckdb_huge_integers_are_exact_or_refused(tmp_path: Path) -> None:
+    """DuckDB's Arrow export spells HUGEINT and UHUGEINT as decimal128(38, 0) from their
+    raw bits: a UHUGEINT past 2**127 came out negative. They are cast by DuckDB first."""
+    con = duckdb.connect()
+    uri = str(tmp_path / "ok")
+    rel = con.sql(
+        "SELECT sum(x) AS s, CAST(12345678901234567890123 AS UHUGEINT) AS u, "
+        "CAST(-170141183460469231731687303715884105 AS HUGEINT) AS h FROM range(10) t(x)"
+    )
+    lakequery.write(uri, rel)
+    got = lakequery.DeltaTable(uri).snapshot().scan().to_arrow().to_pylist()
+    assert got == [
+        {"s": 45, "u": 12345678901234567890123, "h": -170141183460469231731687303715884105}
+    ]
+    for value, kind in [(2**128 - 1, "UHUGEINT"), (2**127 - 1, "HUGEINT")]:
+        big = con.sql(f"SELECT CAST({value} AS {kind}) AS v")
+        with pytest.raises(lakequery.SchemaError, match="DECIMAL"):
+            lakequery.write(str(tmp_path / kind), big)
+
+
+def test_values_without_a_delta_type_are_refused_by_name(tmp_path: Path) -> None:
+    """An Arrow opaque column (DuckDB's VARINT) or a Polars Object column holds bytes
+    only its producer can read: refused, naming the column, never stored as binary."""
+    varint = duckdb.connect().sql("SELECT CAST(123 AS VARINT) AS big, 1 AS k")
+    with pytest.raises(lakequery.SchemaError, match="big"):
+        lakequery.write(str(tmp_path / "v"), varint)
+    objects = pl.DataFrame(
+        {"o": [object(), "x"], "k": [1, 2]}, schema={"o": pl.Object, "k": pl.Int64}
+    )
+    with pytest.raises(lakequery.SchemaError, match="'o'"):
+        lakequery.write(str(tmp_path / "o"), objects)
