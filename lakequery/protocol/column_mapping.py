@@ -413,7 +413,17 @@ def _cast_leaf(arr: Any, target: Any, where: str, exact: bool = False) -> Any:
     if arr.type == target:
         return arr
     src = arr.type
-    if pa.types.is_dictionary(src) or pa.types.is_run_end_encoded(src):
+    if pa.types.is_dictionary(src):
+        # decoded by taking from its values: pyarrow has no cast (nor take) of
+        # dictionaries of view types, which Polars' Categorical and Enum export
+        values = arr.dictionary
+        if pa.types.is_string_view(values.type):
+            values = pc.cast(values, pa.string())
+        elif pa.types.is_binary_view(values.type):
+            values = pc.cast(values, pa.binary())
+        arr = pc.take(values, arr.indices)
+        src = arr.type
+    elif pa.types.is_run_end_encoded(src):
         arr = pc.cast(arr, src.value_type)
         src = arr.type
     safe = True

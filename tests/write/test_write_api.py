@@ -1015,3 +1015,27 @@ def test_values_without_a_delta_type_are_refused_by_name(tmp_path: Path) -> None
     )
     with pytest.raises(lakequery.SchemaError, match="'o'"):
         lakequery.write(str(tmp_path / "o"), objects)
+
+
+def test_polars_categoricals_inside_lists_and_structs(tmp_path: Path) -> None:
+    """Polars exports Categorical and Enum as dictionaries of string views, which pyarrow
+    cannot cast: decoded inside lists and structs as at the top level."""
+    frame = pl.DataFrame(
+        {
+            "l": pl.Series([["a", "b"], None], dtype=pl.List(pl.Categorical)),
+            "s": pl.Series([{"c": "a"}, {"c": None}], dtype=pl.Struct({"c": pl.Categorical})),
+            "e": pl.Series([["x"], ["y"]], dtype=pl.List(pl.Enum(["x", "y"]))),
+        }
+    )
+    uri = str(tmp_path / "t")
+    lakequery.write(uri, frame)
+    snap = lakequery.DeltaTable(uri).snapshot()
+    assert [str(snap.schema.field(n).type) for n in ("l", "s", "e")] == [
+        "list<element: string>",
+        "struct<c: string>",
+        "list<element: string>",
+    ]
+    assert snap.scan().to_arrow().to_pylist() == [
+        {"l": ["a", "b"], "s": {"c": "a"}, "e": ["x"]},
+        {"l": None, "s": {"c": None}, "e": ["y"]},
+    ]
