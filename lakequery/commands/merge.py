@@ -65,7 +65,7 @@ from lakequery.writer.identity import (
     refuse_identity_update,
     stage_dml_high_water_marks,
 )
-from lakequery.writer.inputs import exact_microseconds, to_reader
+from lakequery.writer.inputs import exact_for_duckdb, to_reader
 from lakequery.writer.state import refuse_reserved_names
 
 if TYPE_CHECKING:
@@ -212,8 +212,9 @@ class MergeBuilder:
         empty or exhausted stream."""
         if isinstance(self.source, (pa.RecordBatchReader, Iterator)):
             self._source_consumed = True
-        # nanoseconds exactly in microseconds, as lq.write; DuckDB would round them
-        return exact_microseconds(to_reader(self.source))
+        # nanoseconds exactly in microseconds, as lq.write (DuckDB would round them), and
+        # float16 / decimal256 / date64 in types DuckDB reads
+        return exact_for_duckdb(to_reader(self.source))
 
 
 def _refuse_case_duplicates(columns: list[str]) -> None:

@@ -147,26 +147,35 @@ def _from_batches(batches: Iterator[Any]) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(schema, rest())
 
 
-def _microseconds(t: pa.DataType) -> pa.DataType:
-    """``t`` with every nanosecond timestamp (nested ones too) in microseconds."""
+def _stored_type(t: pa.DataType) -> pa.DataType:
+    """``t`` (nested ones too) as the writer stores it where DuckDB reads another type or
+    none: nanosecond timestamps in microseconds (DuckDB would round them), ``date64`` as
+    ``date32``, ``float16`` as ``float32`` and a ``decimal256`` of at most 38 digits as a
+    ``decimal128`` (DuckDB reads neither)."""
     from lakequery.protocol.arrow_types import with_children
 
     if pa.types.is_timestamp(t):
         return pa.timestamp("us", t.tz) if t.unit == "ns" else t
-    return with_children(t, lambda f: f.with_type(_microseconds(f.type)))
+    if pa.types.is_date64(t):
+        return pa.date32()
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_decimal256(t) and t.precision <= 38:
+        return pa.decimal128(t.precision, t.scale)
+    return with_children(t, lambda f: f.with_type(_stored_type(f.type)))
 
 
-def exact_microseconds(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
-    """``reader`` with its nanosecond timestamps in microseconds, Delta's unit, converted
-    exactly: a value that would lose precision (or overflow) raises
-    :class:`~lakequery.errors.SchemaMismatchError` naming the column, as ``lq.write``
-    refuses it. For data that reaches the table through DuckDB (a MERGE source), which
-    would otherwise round such values silently."""
+def exact_for_duckdb(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """``reader`` with its columns in the types the writer would store (:func:`_stored_type`),
+    converted exactly: a value that would lose precision (a nanosecond, a part of a day)
+    or overflow raises :class:`~lakequery.errors.SchemaMismatchError` naming the column,
+    as ``lq.write`` refuses it. For data that reaches the table through DuckDB (a MERGE
+    source), which would round such values silently or not read the types at all."""
     from lakequery import arrow_kernels as pc
     from lakequery.errors import SchemaMismatchError
 
     schema = reader.schema
-    target = pa.schema([f.with_type(_microseconds(f.type)) for f in schema])
+    target = pa.schema([f.with_type(_stored_type(f.type)) for f in schema])
     if target == schema:
         return reader
 

@@ -655,3 +655,43 @@ def test_columns_named_like_lakequerys_own_are_refused(tmp_path: Path) -> None:
     with pytest.raises(lq.SchemaError, match="__lq_row"):
         lq.write(uri, pa.table({"id": [3], "__lq_row": [1]}), mode="append", schema_mode="merge")
     assert table.snapshot().version == 0
+
+
+def test_merge_sources_of_types_duckdb_does_not_read(tmp_path: Path) -> None:
+    """float16 and decimal256 go to DuckDB as the writer stores them (float32,
+    decimal128); a date64 holding part of a day is refused, as lq.write refuses it."""
+    import datetime as dt
+    import decimal
+
+    uri = str(tmp_path / "t")
+    lq.write(
+        uri,
+        pa.table(
+            {
+                "id": [1],
+                "f": pa.array([0.5], pa.float32()),
+                "d": pa.array([decimal.Decimal("1.5")], pa.decimal128(10, 1)),
+                "day": pa.array([dt.date(2024, 1, 1)], pa.date32()),
+            }
+        ),
+    )
+    source = pa.table(
+        {
+            "id": [1, 2],
+            "f": pa.array([1.5, 2.5], pa.float16()),
+            "d": pa.array([decimal.Decimal("2.5"), decimal.Decimal("3.5")], pa.decimal256(10, 1)),
+            "day": pa.array([86_400_000 * 3, 86_400_000 * 4], pa.date64()),
+        }
+    )
+    table = lq.DeltaTable(uri)
+    table.merge(
+        source, on="target.id = source.id"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    rows = sorted(table.snapshot().scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [
+        {"id": 1, "f": 1.5, "d": decimal.Decimal("2.5"), "day": dt.date(1970, 1, 4)},
+        {"id": 2, "f": 2.5, "d": decimal.Decimal("3.5"), "day": dt.date(1970, 1, 5)},
+    ]
+    partial = source.set_column(3, "day", pa.array([5, 6], pa.date64()))
+    with pytest.raises(lq.SchemaMismatchError, match="day"):
+        table.merge(partial, on="target.id = source.id").when_matched_update_all().execute()
