@@ -85,7 +85,7 @@ from lakequery.protocol.log_files import LogFile, earliest_version
 from lakequery.protocol.partitions import partition_struct
 from lakequery.protocol.properties import TableProperties
 from lakequery.protocol.replay import key_sql, misread_line_sql
-from lakequery.protocol.sql_spelling import string_list
+from lakequery.protocol.sql_spelling import glob_list_sql
 from lakequery.snapshot import Snapshot
 from lakequery.storage import Storage
 from lakequery.storage.engine_errors import commit_read_error
@@ -288,7 +288,7 @@ def _load_actions(con: duckdb.DuckDBPyConnection, storage: Storage, commits: lis
     """Parses the range's commits into the temp table ``_lq_cdf_actions`` (one row per line:
     version, add, remove, cdc structs and raw metaData/protocol JSON)."""
     storage.register_duckdb(con)
-    paths = string_list([storage.duckdb_path(c.path) for c in commits])
+    paths = glob_list_sql([storage.duckdb_path(c.path) for c in commits])
     other = "CASE WHEN add IS NULL AND remove IS NULL AND cdc IS NULL THEN json END"
     unreadable = (
         f"{misread_line_sql(other, ('add', 'remove', 'cdc'))} OR (add IS NOT NULL AND "

@@ -23,7 +23,7 @@ import pyarrow as pa
 from lakequery.duckdb_databases import private_cursor
 from lakequery.protocol.log_files import LogFile
 from lakequery.protocol.properties import TableProperties
-from lakequery.protocol.sql_spelling import string_list
+from lakequery.protocol.sql_spelling import glob_list_sql
 from lakequery.storage import Storage
 from lakequery.storage.engine_errors import commit_read_error
 
@@ -118,7 +118,7 @@ def read_commit_infos(storage: Storage, versions: Sequence[int]) -> dict[int, di
     paths = [storage.join("_delta_log", f"{v:020d}.json") for v in versions]
     con = private_cursor(fixed_joins=False)  # a filter over the lines, no join
     storage.register_duckdb(con)
-    files = string_list([storage.duckdb_path(p) for p in paths])
+    files = glob_list_sql([storage.duckdb_path(p) for p in paths])
     try:
         rows = con.sql(
             "SELECT CAST(left(right(filename, 25), 20) AS BIGINT), "

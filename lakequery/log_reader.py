@@ -23,7 +23,7 @@ from lakequery.errors import CorruptLogError, ObjectNotFoundError
 from lakequery.protocol import actions as act
 from lakequery.protocol.log_files import Checkpoint, LogFile
 from lakequery.protocol.replay import dv_unique_id_sql, key_hash_sql, key_sql, root_prefixes
-from lakequery.protocol.sql_spelling import file_key, string_list
+from lakequery.protocol.sql_spelling import file_key, glob_list_sql
 from lakequery.storage import Storage
 from lakequery.storage.engine_errors import (
     log_storage_failure,
@@ -109,7 +109,7 @@ class LogReader:
     ) -> str:
         """:meth:`json_actions_sql`; with ``raw`` also ``other``: the line's text when it
         is not a file action (what the slim table keeps)."""
-        paths = string_list([self.storage.duckdb_path(f) for f in files])
+        paths = glob_list_sql([self.storage.duckdb_path(f) for f in files])
         ver = str(int(version)) if version is not None else f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
         names = ", ".join(_q(a) for a in act.ACTIONS)
         other = ", CASE WHEN add IS NULL AND remove IS NULL THEN json END AS other" if raw else ""
@@ -213,7 +213,7 @@ class LogReader:
 
     def _slim_sql(self, files: Sequence[str]) -> str:
         """Pass one over the commits: keys and versions only, plus raw non-file lines."""
-        paths = string_list([self.storage.duckdb_path(f) for f in files])
+        paths = glob_list_sql([self.storage.duckdb_path(f) for f in files])
         ver = f"CAST({_VERSION_FROM_NAME} AS BIGINT)"
         file_action = "add IS NOT NULL OR remove IS NOT NULL"
         key = key_hash_sql(key_sql(_ACTION_PATH, self.storage.root), dv_unique_id_sql(_ACTION_DV))
@@ -342,7 +342,7 @@ class LogReader:
             for name in act.ACTIONS:
                 field = schema.fields.get(name)
                 exprs.append(f"{_project(_q(name), field, act.ACTIONS[name], name)} AS {_q(name)}")
-            listed = string_list([self.storage.duckdb_path(p) for p in files])
+            listed = glob_list_sql([self.storage.duckdb_path(p) for p in files])
             selects.append(
                 f"SELECT CAST({int(version)} AS BIGINT) AS version, {', '.join(exprs)} "
                 f"FROM read_parquet({listed})"
@@ -364,7 +364,7 @@ class LogReader:
         by_key = {file_key(n): p for n, p in zip(named, todo, strict=True)}
         sql = (
             "SELECT file_name, name, type, num_children, repetition_type, converted_type, "
-            f"logical_type FROM parquet_schema({string_list(named)})"
+            f"logical_type FROM parquet_schema({glob_list_sql(named)})"
         )
         try:
             rows = self.con.execute(sql).fetchall()

@@ -103,7 +103,7 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
 
     from lakequery.duckdb_databases import private_cursor
     from lakequery.history import commit_timestamps
-    from lakequery.protocol.sql_spelling import string_list
+    from lakequery.protocol.sql_spelling import glob_list_sql
     from lakequery.storage.engine_errors import commit_read_error
 
     commits = list_log(storage, 0).commits
@@ -115,7 +115,7 @@ def _retained_cdc_paths(storage: Storage, props: TableProperties, cutoff_ms: int
         return []
     con = private_cursor(fixed_joins=False)  # one scan, no join
     storage.register_duckdb(con)
-    files = string_list([storage.duckdb_path(c.path) for c in recent])
+    files = glob_list_sql([storage.duckdb_path(c.path) for c in recent])
     try:
         rows = con.sql(
             f"SELECT json_extract_string(json, '$.cdc.path') FROM read_ndjson_objects({files}) "

@@ -8,15 +8,15 @@ the nested types scans need.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from lakequery.protocol.sql_spelling import duckdb_type as _primitive_type
+from lakequery.protocol.sql_spelling import glob_list_sql as glob_list_sql
+from lakequery.protocol.sql_spelling import glob_literal as glob_literal
 from lakequery.protocol.sql_spelling import quote_identifier as quote_ident
 from lakequery.protocol.sql_spelling import quote_string as quote_str
-from lakequery.protocol.sql_spelling import string_list
 
 __all__ = [
     "duckdb_type",
@@ -48,26 +48,3 @@ def literal(value: Any, t: pa.DataType) -> str:
     from lakequery.protocol.predicate_sql import sql_literal
 
     return sql_literal(Literal(value, t))
-
-
-def glob_literal(path: str) -> str:
-    """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
-    one-character classes); the ``filename`` column still reports the plain path."""
-    return path.translate(_GLOB_ESCAPES)
-
-
-def glob_list_sql(paths: Sequence[str]) -> str:
-    """A DuckDB ``VARCHAR[]`` expression of the paths (:func:`string_list`), each escaped
-    as by :func:`glob_literal`.
-
-    Example:
-        >>> glob_list_sql(["/t/a.parquet", "/t/it's[1].parquet"])
-        "['/t/a.parquet', '/t/it''s[[]1].parquet']"
-    """
-    joined = "".join(paths)
-    if "*" in joined or "?" in joined or "[" in joined:  # rare: escaped path by path
-        return string_list([glob_literal(p) for p in paths])
-    return string_list(paths)
-
-
-_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})

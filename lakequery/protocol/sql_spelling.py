@@ -130,3 +130,28 @@ FILE_SCHEME = r"^[A-Za-z][A-Za-z0-9+.-]*:/+"
 def file_key(location: str) -> str:
     """A DuckDB path as a key that matches the file names DuckDB reports for it."""
     return re.sub(FILE_SCHEME, "", location)
+
+
+def glob_literal(path: str) -> str:
+    """A path DuckDB's file globbing matches literally (``*``, ``?`` and ``[`` escaped as
+    one-character classes); the ``filename`` column still reports the plain path."""
+    return path.translate(_GLOB_ESCAPES)
+
+
+def glob_list_sql(paths: Sequence[str]) -> str:
+    """A DuckDB ``VARCHAR[]`` expression of the paths (:func:`string_list`), each escaped
+    as by :func:`glob_literal`: every file list DuckDB reads (data files, commits,
+    checkpoints), since DuckDB globs each entry (through fsspec on object stores, where
+    ``x?/t/...`` also matched a sibling table's ``xy/t/...``).
+
+    Example:
+        >>> glob_list_sql(["/t/a.parquet", "/t/it's[1].parquet"])
+        "['/t/a.parquet', '/t/it''s[[]1].parquet']"
+    """
+    joined = "".join(paths)
+    if "*" in joined or "?" in joined or "[" in joined:  # rare: escaped path by path
+        return string_list([glob_literal(p) for p in paths])
+    return string_list(paths)
+
+
+_GLOB_ESCAPES = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})

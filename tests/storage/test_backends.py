@@ -290,3 +290,33 @@ def test_two_threads_registering_one_filesystem_on_a_database(
     for t in threads:
         t.join(10)
     assert errors == []
+
+
+def test_roots_with_glob_characters_read_their_own_log(
+    s3_table_uri: str, s3_storage_options: dict[str, Any]
+) -> None:
+    """DuckDB globs every file it reads (through fsspec on S3): the log of ``x?/t`` also
+    matched a sibling ``xy/t``'s commits, and ``br[1]/t``'s matched nothing."""
+    import pyarrow as pa
+
+    import lakequery as lq
+
+    base = s3_table_uri.rsplit("/", 2)[0]
+    opts = {"storage_options": s3_storage_options}
+    config = {"delta.enableChangeDataFeed": "true"}
+    lq.write(f"{base}/x?/t", pa.table({"id": [1, 2]}), configuration=config, **opts)
+    lq.write(f"{base}/x?/t", pa.table({"id": [3]}), mode="append", **opts)
+    lq.write(f"{base}/xy/t", pa.table({"id": [9], "secret": ["s"]}), **opts)
+    lq.write(f"{base}/xy/t", pa.table({"id": [8], "secret": ["t"]}), mode="append", **opts)
+    table = lq.DeltaTable(f"{base}/x?/t", **opts)
+    snap = table.snapshot()
+    assert snap.schema.names == ["id"]
+    assert sorted(snap.scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+    assert len(table.history()) == 2
+    changes = table.changes(starting_version=0).to_arrow()
+    assert sorted(changes["id"].to_pylist()) == [1, 2, 3]
+    lq.write(f"{base}/br[1]/t", pa.table({"id": [1, 2]}), **opts)
+    lq.write(f"{base}/br[1]/t", pa.table({"id": [3]}), mode="append", **opts)
+    bracket = lq.DeltaTable(f"{base}/br[1]/t", **opts).snapshot()
+    assert bracket.version == 1
+    assert sorted(bracket.scan().to_duckdb().fetchall()) == [(1,), (2,), (3,)]
