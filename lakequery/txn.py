@@ -555,7 +555,7 @@ class Transaction:
         raise CommitConflictError(
             self.storage.root,
             self.read_version,
-            min(later) if later else version,
+            min(later),
             f"the commit of version {version} and possibly later ones were removed by log "
             "cleanup while this transaction was open: they cannot be checked for "
             "conflicts; read the table again",

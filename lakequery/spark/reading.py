@@ -320,8 +320,7 @@ class _Frame:
             else:
                 col = F.col(quote_identifier(spec.physical))
                 stored = physical_types[spec.physical]
-                if _has_void_field(spec.delta_type):
-                    col = _with_void_fields(col, spec.delta_type, stored)
+                col = _with_void_fields(col, spec.delta_type, stored)
                 if stored != target:
                     col = col.cast(target)
             cols.append(col.alias(spec.name))

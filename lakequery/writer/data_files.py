@@ -70,6 +70,7 @@ from lakequery.writer.partition_values import (
     split_by_partition,
     uri_encode_path,
 )
+from lakequery.writer.schema_evolution import reconcile
 from lakequery.writer.state import WriteState
 from lakequery.writer.stats import StatsCollector, configured_stats_columns
 
@@ -170,12 +171,6 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
         col = respelled(col, delta.type)
         if col.type == f.type:
             return col
-        # a cast to a struct of fewer fields drops the others without a word: a field
-        # the table lacks (a later batch of a stream: the plan saw only the first) or a
-        # value for a void field is refused, as the same data in one batch is
-        unknown = _fields_the_table_lacks(col.type, f.type, f.name)
-        if unknown is not None:
-            raise SchemaMismatchError(unknown[0], unknown[1], unknown[2])
         if has_list_view(col.type):  # pyarrow's own cast of list views is invalid
             one = pa.RecordBatch.from_arrays([col], names=[f.name])
             return to_logical(one, StructType((delta,)), "none", exact=True).column(0)
@@ -197,38 +192,6 @@ def _cast_column(col: Any, f: pa.Field[Any], delta: Any) -> Any:
             except SchemaError:
                 pass
         raise SchemaMismatchError(f.name, _type_name(delta.type), str(col.type), str(exc)) from exc
-
-
-def _fields_the_table_lacks(
-    given: pa.DataType, table: pa.DataType, path: str
-) -> tuple[str, str, str] | None:
-    """(path, the table's type, the data's type) of the first struct field of ``given``
-    that ``table`` has no field for (names matched without case), or that is void in the
-    table but not in the data; None when there is none."""
-    if pa.types.is_struct(given) and pa.types.is_struct(table):
-        fields = {table.field(i).name.lower(): table.field(i) for i in range(table.num_fields)}
-        for i in range(given.num_fields):
-            g = given.field(i)
-            t = fields.get(g.name.lower())
-            where = f"{path}.{g.name}"
-            if t is None:
-                return where, "no such field", str(g.type)
-            if pa.types.is_null(t.type) and not pa.types.is_null(g.type):
-                return where, "void", str(g.type)
-            found = _fields_the_table_lacks(g.type, t.type, where)
-            if found is not None:
-                return found
-        return None
-    if pa.types.is_map(given) and pa.types.is_map(table):
-        return _fields_the_table_lacks(
-            given.key_type, table.key_type, f"{path}.key"
-        ) or _fields_the_table_lacks(given.item_type, table.item_type, f"{path}.value")
-    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
-    if any(k(given) for k in lists) and any(k(table) for k in lists):
-        inner: Any = given
-        outer: Any = table
-        return _fields_the_table_lacks(inner.value_type, outer.value_type, f"{path}.element")
-    return None
 
 
 def conform_batch(
@@ -509,6 +472,16 @@ class _Writer:
         self.identity = state.identity
         self.filled = {*self.checker.generated, *(name for name, _, _ in self.identity)}
         self.identity_rows = 0  # identity values generated so far
+        self.checked_shapes: list[pa.Schema] = []  # batch schemas held to the table's
+
+    def _check_shape(self, schema: pa.Schema) -> None:
+        """Holds each batch shape to the table's schema once, as the plan held the data's
+        (``reconcile``): a stream is planned from its first batch, and conforming a later
+        one casts its structs to the table's, which drops fields the table lacks (and
+        values of void fields) without a word."""
+        if schema not in self.checked_shapes:
+            reconcile(self.schema, schema)
+            self.checked_shapes.append(schema)
 
     def write(self, batch: pa.RecordBatch) -> None:
         change_type = None
@@ -526,6 +499,7 @@ class _Writer:
             else:
                 carried.append(pc.cast(batch.column(index), pa.int64()))
                 batch = batch.remove_column(index)
+        self._check_shape(batch.schema)
         batch, missing = conform_batch(batch, self.schema, self.state.arrow_schema, self.filled)
         if self.identity:
             generate = tuple(g for g in self.identity if g[0] in missing)
